@@ -1,0 +1,89 @@
+// spark-kafka-share: a Spark Structured Streaming source for Kafka share groups (KIP-932).
+//
+// Spark 4.3.0 is not published to Maven Central; pyspark 4.3.0 on PyPI ships the same jars.
+// The build therefore compiles and tests against the jars of the pyspark installed in the
+// project's virtualenv (see `sparkJars`), and keeps them out of the assembly like `provided`.
+
+import sbtassembly.AssemblyPlugin.autoImport._
+
+ThisBuild / organization := "io.github.sparkkafkashare"
+ThisBuild / version := "0.1.0-SNAPSHOT"
+ThisBuild / scalaVersion := "2.13.18"
+ThisBuild / javacOptions ++= Seq("--release", "17")
+ThisBuild / scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-Wunused:imports,privates,locals")
+
+val kafkaVersion = "4.3.1"
+val sparkVersion = "4.3.0"
+
+/** The jars directory of pyspark in the virtualenv (or of SPARK_HOME when set). */
+lazy val sparkJarsDir = taskKey[File]("Spark jars the connector compiles and tests against")
+
+def locateSparkJars(base: File): File = {
+  val fromEnv = sys.env.get("SPARK_JARS_DIR").orElse(sys.env.get("SPARK_HOME").map(_ + "/jars")).map(file)
+  val fromVenv = (base / ".venv" / "lib" ** "site-packages" / "pyspark" / "jars").get.headOption
+  fromEnv.orElse(fromVenv).getOrElse(sys.error(
+    "No Spark jars found: run `make venv` first (it installs pyspark " + sparkVersion +
+      " into .venv), or set SPARK_JARS_DIR to a directory holding Spark " + sparkVersion + " jars."))
+}
+
+lazy val connector = project
+  .in(file("connector"))
+  .settings(
+    name := "spark-kafka-share",
+    sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
+    Compile / unmanagedJars ++= (sparkJarsDir.value ** "*.jar").classpath,
+    libraryDependencies ++= Seq(
+      "org.apache.kafka" % "kafka-clients" % kafkaVersion excludeAll (
+        // Spark provides these; keeping them out avoids two copies in the assembly.
+        ExclusionRule("org.slf4j"),
+        ExclusionRule("org.xerial.snappy"),
+        ExclusionRule("org.lz4"),
+        ExclusionRule("com.github.luben")
+      ),
+      "org.scalatest" %% "scalatest" % "3.2.19" % Test
+    ),
+    Test / fork := true,
+    Test / javaOptions ++= Seq("-Xmx3g", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+      "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
+      "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
+      "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED", "-Djdk.reflect.useDirectMethodHandle=false"),
+    Test / envVars ++= sys.env.get("KAFKA_BOOTSTRAP_SERVERS").map("KAFKA_BOOTSTRAP_SERVERS" -> _).toMap,
+    Test / parallelExecution := false,
+    assembly / assemblyJarName := s"spark-kafka-share-assembly-${version.value}.jar",
+    assembly / assemblyOption ~= (_.withIncludeScala(false)),
+    assembly / assemblyExcludedJars := {
+      val spark = sparkJarsDir.value.getCanonicalFile
+      (assembly / fullClasspath).value.filter(_.data.getCanonicalFile.getParentFile == spark)
+    },
+    assembly / assemblyShadeRules := Seq(
+      // Spark's own Kafka connector brings kafka-clients 3.x; ours must not meet it on the classpath.
+      ShadeRule.rename("org.apache.kafka.**" -> "io.github.sparkkafkashare.shaded.kafka.@1").inAll
+    ),
+    assembly / assemblyMergeStrategy := {
+      case PathList("META-INF", "services", _*) => MergeStrategy.filterDistinctLines
+      case PathList("META-INF", xs @ _*) if xs.lastOption.exists(n => n.endsWith(".SF") || n.endsWith(".DSA") || n.endsWith(".RSA")) => MergeStrategy.discard
+      case PathList("META-INF", "versions", _*) => MergeStrategy.first
+      case "module-info.class" => MergeStrategy.discard
+      case x => (assembly / assemblyMergeStrategy).value(x)
+    }
+  )
+
+// A single-node Kafka broker and Kafka's command-line tools, run from jars on Maven Central
+// (dev/kafka-local and dev/kafka-tool read this project's runtime classpath). Not published.
+lazy val kafkaLocal = project
+  .in(file("dev/kafka-local"))
+  .settings(
+    name := "kafka-local",
+    publish / skip := true,
+    libraryDependencies ++= Seq(
+      "org.apache.kafka" %% "kafka" % kafkaVersion,
+      "org.apache.kafka" % "kafka-tools" % kafkaVersion,
+      "org.apache.logging.log4j" % "log4j-slf4j2-impl" % "2.25.4",
+      "org.apache.logging.log4j" % "log4j-core" % "2.25.4"
+    )
+  )
+
+lazy val root = project
+  .in(file("."))
+  .aggregate(connector)
+  .settings(publish / skip := true)
