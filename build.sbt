@@ -38,6 +38,7 @@ lazy val connector = project
         ExclusionRule("org.slf4j"),
         ExclusionRule("org.xerial.snappy"),
         ExclusionRule("org.lz4"),
+        ExclusionRule("at.yawk.lz4"),
         ExclusionRule("com.github.luben")
       ),
       "org.scalatest" %% "scalatest" % "3.2.19" % Test
@@ -52,8 +53,8 @@ lazy val connector = project
     assembly / assemblyJarName := s"spark-kafka-share-assembly-${version.value}.jar",
     assembly / assemblyOption ~= (_.withIncludeScala(false)),
     assembly / assemblyExcludedJars := {
-      val spark = sparkJarsDir.value.getCanonicalFile
-      (assembly / fullClasspath).value.filter(_.data.getCanonicalFile.getParentFile == spark)
+      val spark = sparkJarsDir.value.getCanonicalPath + java.io.File.separator
+      (assembly / fullClasspath).value.filter(_.data.getCanonicalPath.startsWith(spark))
     },
     assembly / assemblyShadeRules := Seq(
       // Spark's own Kafka connector brings kafka-clients 3.x; ours must not meet it on the classpath.

@@ -1,0 +1,104 @@
+package io.github.sparkkafkashare
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.{ErrorClassesJsonReader, SparkThrowable}
+
+/**
+ * Every error the kafka-share source raises, built from `error/kafka-share-error-conditions.json`
+ * so that messages, conditions and SQL states live in one place (as in Spark's own connectors).
+ *
+ * Messages name the option at fault and say how to fix it. They never echo the value of a
+ * pass-through `kafka.*` setting: those can hold credentials (`kafka.sasl.jaas.config`).
+ */
+private[sparkkafkashare] object KafkaShareErrors {
+
+  private lazy val reader = new ErrorClassesJsonReader(
+    Seq(getClass.getClassLoader.getResource("error/kafka-share-error-conditions.json")))
+
+  private def message(condition: String, params: Map[String, String]): String =
+    s"[$condition] " + reader.getErrorMessage(condition, params)
+
+  private def invalid(condition: String, params: (String, String)*): KafkaShareIllegalArgumentException = {
+    val map = params.toMap
+    new KafkaShareIllegalArgumentException(condition, map, message(condition, map))
+  }
+
+  def missingOption(option: String, hint: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_MISSING_OPTION", "option" -> option, "hint" -> hint)
+
+  def invalidOptionValue(option: String, value: String, allowed: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_INVALID_OPTION_VALUE", "option" -> option, "value" -> value, "allowed" -> allowed)
+
+  def conflictingOptions(options: Seq[String], hint: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_CONFLICTING_OPTIONS", "options" -> options.map(o => s"'$o'").mkString(", "), "hint" -> hint)
+
+  def noSubscription(): KafkaShareIllegalArgumentException = invalid("KAFKA_SHARE_NO_SUBSCRIPTION")
+
+  def unsupportedOption(option: String, reason: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_UNSUPPORTED_OPTION", "option" -> option, "reason" -> reason)
+
+  def ownedKafkaConfig(option: String, reason: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_OWNED_KAFKA_CONFIG", "option" -> option, "reason" -> reason)
+
+  def notYetSupported(option: String, value: String, supported: Seq[String]): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_NOT_YET_SUPPORTED", "option" -> option, "value" -> value, "supported" -> supported.mkString(", "))
+
+  def batchReadUnsupported(): KafkaShareUnsupportedOperationException = {
+    val condition = "KAFKA_SHARE_BATCH_READ_UNSUPPORTED"
+    new KafkaShareUnsupportedOperationException(condition, Map.empty, message(condition, Map.empty))
+  }
+
+  def brokerUnreachable(bootstrapServers: String, timeoutMs: Long, action: String, cause: Throwable)
+      : KafkaShareRuntimeException = runtime("KAFKA_SHARE_BROKER_UNREACHABLE", cause,
+    "bootstrapServers" -> bootstrapServers, "timeoutMs" -> timeoutMs.toString, "action" -> action,
+    "cause" -> describe(cause))
+
+  def groupConfigFailed(groupId: String, config: String, option: String, cause: Throwable): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_GROUP_CONFIG_FAILED", cause,
+      "groupId" -> groupId, "config" -> config, "option" -> option, "cause" -> describe(cause))
+
+  def shareGroupsDisabled(bootstrapServers: String, level: String): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_GROUPS_DISABLED", null, "bootstrapServers" -> bootstrapServers, "level" -> level)
+
+  private def runtime(condition: String, cause: Throwable, params: (String, String)*): KafkaShareRuntimeException = {
+    val map = params.toMap
+    new KafkaShareRuntimeException(condition, map, message(condition, map), cause)
+  }
+
+  /** The innermost cause's class and message: Kafka wraps the useful part in ExecutionException. */
+  private def describe(t: Throwable): String = {
+    var root = t
+    while (root.getCause != null && root.getCause != root) root = root.getCause
+    s"${root.getClass.getSimpleName}: ${root.getMessage}"
+  }
+}
+
+/** Shared by the exception classes below so PySpark and Spark's error framework see a condition. */
+private[sparkkafkashare] trait KafkaShareThrowable extends SparkThrowable {
+  def condition: String
+  def parameters: Map[String, String]
+  override def getCondition: String = condition
+  override def getMessageParameters: java.util.Map[String, String] = parameters.asJava
+}
+
+/** A bad option or setting; surfaces in PySpark as `pyspark.errors.IllegalArgumentException`. */
+class KafkaShareIllegalArgumentException private[sparkkafkashare] (
+    val condition: String,
+    val parameters: Map[String, String],
+    message: String)
+  extends IllegalArgumentException(message) with KafkaShareThrowable
+
+class KafkaShareUnsupportedOperationException private[sparkkafkashare] (
+    val condition: String,
+    val parameters: Map[String, String],
+    message: String)
+  extends UnsupportedOperationException(message) with KafkaShareThrowable
+
+/** A failure talking to Kafka that the user can act on (unreachable cluster, refused group config). */
+class KafkaShareRuntimeException private[sparkkafkashare] (
+    val condition: String,
+    val parameters: Map[String, String],
+    message: String,
+    cause: Throwable)
+  extends RuntimeException(message, cause) with KafkaShareThrowable

@@ -1,0 +1,93 @@
+package io.github.sparkkafkashare.executor
+
+import java.time.Duration
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, SlotLocations}
+import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
+import org.apache.spark.TaskContext
+import org.apache.spark.kafkashare.ExecutorLocality
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
+import org.apache.spark.sql.catalyst.util.GenericArrayData
+import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, PartitionReaderFactory}
+import org.apache.spark.unsafe.types.UTF8String
+
+/**
+ * Carries the driver's accumulators to the tasks. They must travel here, in the task binary, and
+ * not in the input partitions: Spark deserializes partitions before the task context exists, and
+ * an accumulator deserialized then never reports back.
+ */
+private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
+    metrics: KafkaShareSourceMetrics,
+    slotLocations: SlotLocations)
+  extends PartitionReaderFactory {
+
+  override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
+    new KafkaSharePartitionReader(partition.asInstanceOf[KafkaShareInputPartition], metrics, slotLocations)
+}
+
+/**
+ * Runs one slot's round on an executor: settles what the slot's consumer holds from earlier
+ * rounds, then polls once and returns those records as rows, leaving them unacknowledged until
+ * a later round learns that this batch committed. A failed attempt releases what it acquired.
+ */
+private[sparkkafkashare] final class KafkaSharePartitionReader(
+    partition: KafkaShareInputPartition,
+    metrics: KafkaShareSourceMetrics,
+    slotLocations: SlotLocations)
+  extends PartitionReader[InternalRow] {
+
+  private val slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), {
+    val config = partition.consumerConfig
+    val clientId = config(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
+    (config + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
+  })
+
+  private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+    val context = TaskContext.get()
+    context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
+    context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
+    slotLocations.add(partition.slot -> ExecutorLocality.currentExecutor())
+
+    val settled = slot.settle(partition.committedThrough)
+    metrics.accepted.add(settled.accepted)
+    metrics.released.add(settled.released)
+    if (partition.poll) {
+      val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+      metrics.acquired.add(polled.size)
+      metrics.redelivered.add(polled.asScala.count(r => r.deliveryCount().orElse(1.toShort) > 1))
+      polled.iterator().asScala
+    } else {
+      slot.flush(ShareConsumerPool.CloseTimeout)
+      Iterator.empty
+    }
+  }
+
+  private var current: InternalRow = _
+
+  override def next(): Boolean = records.hasNext && { current = toRow(records.next()); true }
+
+  override def get(): InternalRow = current
+
+  override def close(): Unit = () // the slot goes back to the pool when the task completes
+
+  /** Columns as in Spark's `kafka` source, plus deliveryCount; see KafkaShareTable.schema. */
+  private def toRow(r: ConsumerRecord[Array[Byte], Array[Byte]]): InternalRow = {
+    val values = Array[Any](
+      r.key(),
+      r.value(),
+      UTF8String.fromString(r.topic()),
+      r.partition(),
+      r.offset(),
+      r.timestamp() * 1000L, // TimestampType is microseconds
+      r.timestampType().id)
+    val headers =
+      if (partition.includeHeaders) {
+        Array[Any](new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any)))
+      } else Array.empty[Any]
+    new GenericInternalRow(values ++ headers :+ r.deliveryCount().orElse(1.toShort).toInt)
+  }
+}

@@ -1,0 +1,82 @@
+package io.github.sparkkafkashare.executor
+
+import java.time.Duration
+import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import org.apache.spark.internal.Logging
+
+/**
+ * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot
+ * of each running query. They outlive tasks on purpose: a consumer per task would churn group
+ * membership, and the consumer that acquired records is the only one that may acknowledge them.
+ *
+ * A consumer is closed when its query stops, or by the janitor once unused for [[IdleTimeout]]
+ * (its query died without stopping, or its slot moved to another executor).
+ */
+private[sparkkafkashare] object ShareConsumerPool extends Logging {
+
+  val IdleTimeout: Duration = Duration.ofMinutes(5)
+  val CloseTimeout: Duration = Duration.ofSeconds(30)
+
+  private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
+
+  private lazy val janitor: ScheduledExecutorService = {
+    val executor = Executors.newSingleThreadScheduledExecutor(new ThreadFactory {
+      override def newThread(r: Runnable): Thread = {
+        val t = new Thread(r, "kafka-share-consumer-janitor")
+        t.setDaemon(true)
+        t
+      }
+    })
+    executor.scheduleWithFixedDelay(() => closeIdle(), 30, 30, TimeUnit.SECONDS)
+    executor
+  }
+
+  /** The slot's consumer, created on first use, locked for the caller until [[giveBack]]. */
+  def borrow(key: SlotKey, config: => java.util.Map[String, Object]): ShareConsumerSlot = {
+    janitor // started with the first consumer
+    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config))
+    slot.lock.lockInterruptibly()
+    if (slots.get(key) ne slot) { // closed while we waited
+      slot.lock.unlock()
+      borrow(key, config)
+    } else slot
+  }
+
+  def giveBack(slot: ShareConsumerSlot): Unit = {
+    slot.lastUsedNanos = System.nanoTime()
+    slot.lock.unlock()
+  }
+
+  /** Closes this JVM's consumers of a query run; returns how many it closed. */
+  def closeRun(runId: String, committedThrough: Long): Int =
+    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(key => close(key, committedThrough))
+
+  /** Number of open consumers of a run in this JVM (for tests and metrics). */
+  def openConsumers(runId: String): Int = slots.keySet().asScala.count(_.runId == runId)
+
+  private def close(key: SlotKey, committedThrough: Long): Boolean = Option(slots.get(key)).exists { slot =>
+    slot.lock.lock()
+    try {
+      if (slots.remove(key, slot)) {
+        try slot.close(committedThrough, CloseTimeout) catch {
+          case NonFatal(e) => logWarning(s"Closing the share consumer of slot ${key.slot} failed", e)
+        }
+        true
+      } else false
+    } finally slot.lock.unlock()
+  }
+
+  private def closeIdle(): Unit = {
+    val cutoff = System.nanoTime() - IdleTimeout.toNanos
+    slots.asScala.foreach { case (key, slot) =>
+      if (!slot.lock.isLocked && slot.lastUsedNanos < cutoff) {
+        logInfo(s"Closing the share consumer of slot ${key.slot} of run ${key.runId}: unused for $IdleTimeout")
+        close(key, committedThrough = -1L) // unknown fate: RELEASE, the group redelivers
+      }
+    }
+  }
+}

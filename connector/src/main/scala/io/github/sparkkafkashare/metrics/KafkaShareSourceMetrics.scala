@@ -1,0 +1,31 @@
+package io.github.sparkkafkashare.metrics
+
+import org.apache.spark.SparkContext
+import org.apache.spark.util.LongAccumulator
+
+/**
+ * Counters that executor tasks add to and the driver reads: which records were acquired and how
+ * they were acknowledged. Accumulators from failed task attempts are dropped by Spark, which is what
+ * we want: a failed attempt releases what it acquired.
+ */
+private[sparkkafkashare] final case class KafkaShareSourceMetrics(
+    acquired: LongAccumulator,
+    redelivered: LongAccumulator,
+    accepted: LongAccumulator,
+    released: LongAccumulator) {
+
+  /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
+  def report(backlog: Option[Long]): Map[String, String] = Map(
+    "recordsAcquired" -> acquired.value.toString,
+    "recordsRedelivered" -> redelivered.value.toString,
+    "recordsAccepted" -> accepted.value.toString,
+    "recordsReleased" -> released.value.toString) ++
+    backlog.map(b => "backlogRecords" -> b.toString)
+}
+
+private[sparkkafkashare] object KafkaShareSourceMetrics {
+  def register(sc: SparkContext, groupId: String): KafkaShareSourceMetrics = {
+    def counter(name: String) = sc.longAccumulator(s"kafka-share[$groupId].$name")
+    KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"))
+  }
+}

@@ -1,0 +1,213 @@
+package io.github.sparkkafkashare.options
+
+import java.time.Duration
+import java.util.Locale
+import java.util.regex.{Pattern, PatternSyntaxException}
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.KafkaShareErrors
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+/** How records are acknowledged to the share group. */
+private[sparkkafkashare] sealed abstract class AcknowledgmentMode(val name: String)
+private[sparkkafkashare] object AcknowledgmentMode {
+  /** Every record of a committed batch is ACCEPTed. */
+  case object Implicit extends AcknowledgmentMode("implicit")
+  /** User code marks records ACCEPT, RELEASE or REJECT inside foreachBatch. */
+  case object Explicit extends AcknowledgmentMode("explicit")
+  val all: Seq[AcknowledgmentMode] = Seq(Implicit, Explicit)
+}
+
+/** What the source does about records that reach the sink twice; see docs/delivery-guarantees.md. */
+private[sparkkafkashare] sealed abstract class ExactlyOnceStrategy(val name: String)
+private[sparkkafkashare] object ExactlyOnceStrategy {
+  case object None extends ExactlyOnceStrategy("none")
+  case object Idempotent extends ExactlyOnceStrategy("idempotent")
+  case object CheckpointDedup extends ExactlyOnceStrategy("checkpoint-dedup")
+  case object TwoPhaseCommit extends ExactlyOnceStrategy("two-phase-commit")
+  val all: Seq[ExactlyOnceStrategy] = Seq(None, Idempotent, CheckpointDedup, TwoPhaseCommit)
+}
+
+private[sparkkafkashare] sealed trait Subscription
+private[sparkkafkashare] object Subscription {
+  final case class Topics(topics: Seq[String]) extends Subscription
+  final case class TopicPattern(regex: String) extends Subscription {
+    @transient lazy val pattern: Pattern = Pattern.compile(regex)
+  }
+}
+
+/**
+ * Where a new share group starts reading: the group config `share.auto.offset.reset`.
+ * Kafka applies it only when a share-partition is first initialized, so an existing group keeps
+ * its position whatever this says.
+ */
+private[sparkkafkashare] final case class StartingOffsets(groupConfigValue: String)
+
+/**
+ * The options of one kafka-share query, parsed and checked once (at `load()`), in the spirit of
+ * Spark's KafkaSourceProvider (option names, `kafka.*` pass-through) and Delta's DeltaOptions
+ * (typed values, cross-option checks, one error factory).
+ *
+ * @param kafkaParams the pass-through `kafka.*` settings with the prefix removed, minus the
+ *                    settings this source owns. Values may be secrets: never log them.
+ */
+private[sparkkafkashare] final case class KafkaShareSourceOptions(
+    bootstrapServers: String,
+    groupId: String,
+    subscription: Subscription,
+    parallelism: Option[Int],
+    acknowledgmentMode: AcknowledgmentMode,
+    exactlyOnceStrategy: ExactlyOnceStrategy,
+    lockTimeoutMs: Option[Long],
+    includeHeaders: Boolean,
+    maxRecordsPerTrigger: Option[Long],
+    pollTimeoutMs: Long,
+    startingOffsets: Option[StartingOffsets],
+    kafkaParams: Map[String, String]) {
+
+  /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
+  def apiTimeoutMs: Long =
+    kafkaParams.get("default.api.timeout.ms").map(_.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+}
+
+private[sparkkafkashare] object KafkaShareSourceOptions {
+  val BootstrapServers = "kafka.bootstrap.servers"
+  val GroupId = "kafka.share.group.id"
+  val Parallelism = "kafka.share.parallelism"
+  val AcknowledgmentModeOption = "kafka.share.acknowledgment.mode"
+  val ExactlyOnceStrategyOption = "kafka.share.exactly.once.strategy"
+  val LockTimeoutMs = "kafka.share.lock.timeout.ms"
+  val Subscribe = "subscribe"
+  val SubscribePattern = "subscribePattern"
+  val Assign = "assign"
+  val IncludeHeaders = "includeHeaders"
+  val MaxRecordsPerTrigger = "maxRecordsPerTrigger"
+  val PollTimeoutMs = "pollTimeoutMs"
+  val StartingOffsetsOption = "startingOffsets"
+
+  val DefaultPollTimeoutMs = 2000L
+  val DefaultApiTimeoutMs = 30000L
+
+  /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
+  private val sourceOwnedKafkaOptions =
+    Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs)
+
+  /** Kafka client settings the source sets itself, or that a share consumer rejects, with why. */
+  private val ownedKafkaConfigs: Map[String, String] = {
+    val sourceOwned = Map(
+      "group.id" -> s"the source sets it from option '$GroupId'.",
+      "group.type" -> "the source always uses a share group.",
+      "key.deserializer" -> "keys are always returned as binary; cast or decode the 'key' column.",
+      "value.deserializer" -> "values are always returned as binary; cast or decode the 'value' column.",
+      "share.acknowledgement.mode" ->
+        s"the source acknowledges records itself after Spark commits each batch; see option '$AcknowledgmentModeOption'.",
+      "share.auto.offset.reset" ->
+        s"it is a share group config, not a client setting; use option '$StartingOffsetsOption'.",
+      "client.id" -> "the source names each consumer after the group and its slot.")
+    val rejectedByShareConsumer = Seq("enable.auto.commit", "auto.commit.interval.ms", "auto.offset.reset",
+      "group.instance.id", "isolation.level", "partition.assignment.strategy", "interceptor.classes",
+      "session.timeout.ms", "heartbeat.interval.ms", "group.protocol", "group.remote.assignor")
+      .map(_ -> "Kafka share consumers do not accept it (share groups manage offsets and membership on the broker).")
+    sourceOwned ++ rejectedByShareConsumer
+  }
+
+  def parse(options: CaseInsensitiveStringMap): KafkaShareSourceOptions = {
+    // Spark lower-cases option names; keep the user's spelling for the pass-through keys.
+    val caseSensitive = options.asCaseSensitiveMap().asScala.toMap
+    def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
+
+    val bootstrapServers = get(BootstrapServers).getOrElse(throw KafkaShareErrors.missingOption(
+      BootstrapServers, "Set it to the Kafka brokers to connect to, for example \"host1:9092,host2:9092\"."))
+    val groupId = get(GroupId).getOrElse(throw KafkaShareErrors.missingOption(
+      GroupId, "Set it to the share group this query consumes as; queries with the same group split the records."))
+
+    if (get(Assign).isDefined) {
+      throw KafkaShareErrors.unsupportedOption(Assign,
+        s"share groups assign partitions on the broker and cannot read chosen partitions; use '$Subscribe' or '$SubscribePattern'.")
+    }
+    val subscription = (get(Subscribe), get(SubscribePattern)) match {
+      case (Some(_), Some(_)) => throw KafkaShareErrors.conflictingOptions(Seq(Subscribe, SubscribePattern),
+        "Give either a list of topics or a pattern, not both.")
+      case (Some(list), None) =>
+        val topics = list.split(",").map(_.trim).filter(_.nonEmpty).toSeq.distinct
+        if (topics.isEmpty) {
+          throw KafkaShareErrors.invalidOptionValue(Subscribe, list, "expected a comma-separated list of topic names")
+        }
+        Subscription.Topics(topics)
+      case (None, Some(regex)) =>
+        try Pattern.compile(regex) catch {
+          case e: PatternSyntaxException =>
+            throw KafkaShareErrors.invalidOptionValue(SubscribePattern, regex, s"expected a Java regex (${e.getDescription})")
+        }
+        Subscription.TopicPattern(regex)
+      case (None, None) => throw KafkaShareErrors.noSubscription()
+    }
+
+    val acknowledgmentMode = oneOf(get(AcknowledgmentModeOption), AcknowledgmentModeOption,
+      AcknowledgmentMode.all)(_.name).getOrElse(AcknowledgmentMode.Implicit)
+    val strategy = oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption,
+      ExactlyOnceStrategy.all)(_.name).getOrElse(ExactlyOnceStrategy.None)
+    if (acknowledgmentMode == AcknowledgmentMode.Explicit) {
+      throw KafkaShareErrors.notYetSupported(AcknowledgmentModeOption, acknowledgmentMode.name, Seq(AcknowledgmentMode.Implicit.name))
+    }
+    if (strategy == ExactlyOnceStrategy.CheckpointDedup || strategy == ExactlyOnceStrategy.TwoPhaseCommit) {
+      throw KafkaShareErrors.notYetSupported(ExactlyOnceStrategyOption, strategy.name,
+        Seq(ExactlyOnceStrategy.None.name, ExactlyOnceStrategy.Idempotent.name))
+    }
+
+    val kafkaParams = caseSensitive.collect {
+      case (key, value) if key.toLowerCase(Locale.ROOT).startsWith("kafka.") &&
+          !sourceOwnedKafkaOptions.contains(key.toLowerCase(Locale.ROOT)) =>
+        key.substring("kafka.".length) -> value
+    }
+    kafkaParams.keys.foreach { key =>
+      ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
+    }
+    kafkaParams.get("default.api.timeout.ms").foreach(v => positiveLong(Some(v), "kafka.default.api.timeout.ms"))
+
+    KafkaShareSourceOptions(
+      bootstrapServers = bootstrapServers,
+      groupId = groupId,
+      subscription = subscription,
+      parallelism = positiveLong(get(Parallelism), Parallelism).map { n =>
+        if (n > Int.MaxValue) throw KafkaShareErrors.invalidOptionValue(Parallelism, n.toString, "expected at most 2147483647")
+        n.toInt
+      },
+      acknowledgmentMode = acknowledgmentMode,
+      exactlyOnceStrategy = strategy,
+      lockTimeoutMs = positiveLong(get(LockTimeoutMs), LockTimeoutMs),
+      includeHeaders = boolean(get(IncludeHeaders), IncludeHeaders).getOrElse(false),
+      maxRecordsPerTrigger = positiveLong(get(MaxRecordsPerTrigger), MaxRecordsPerTrigger),
+      pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),
+      startingOffsets = get(StartingOffsetsOption).map(startingOffsets),
+      kafkaParams = kafkaParams - "bootstrap.servers")
+  }
+
+  private def oneOf[T](value: Option[String], option: String, choices: Seq[T])(name: T => String): Option[T] =
+    value.map { v =>
+      choices.find(c => name(c).equalsIgnoreCase(v)).getOrElse(throw KafkaShareErrors.invalidOptionValue(
+        option, v, "expected one of " + choices.map(c => s"'${name(c)}'").mkString(", ")))
+    }
+
+  private def positiveLong(value: Option[String], option: String): Option[Long] = value.map { v =>
+    v.toLongOption.filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected a positive whole number"))
+  }
+
+  private def boolean(value: Option[String], option: String): Option[Boolean] = value.map { v =>
+    v.toBooleanOption.getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected 'true' or 'false'"))
+  }
+
+  /** `earliest`, `latest`, or an ISO-8601 duration back from now (`PT1H`, or Kafka's `by_duration:PT1H`). */
+  private def startingOffsets(value: String): StartingOffsets = value.toLowerCase(Locale.ROOT) match {
+    case "earliest" | "latest" => StartingOffsets(value.toLowerCase(Locale.ROOT))
+    case _ =>
+      val iso = value.stripPrefix("by_duration:")
+      val ok = try !Duration.parse(iso).isNegative catch { case _: Exception => false }
+      if (!ok) {
+        throw KafkaShareErrors.invalidOptionValue(StartingOffsetsOption, value,
+          "expected 'earliest', 'latest', or a non-negative ISO-8601 duration back from now such as 'PT30M' or 'P1D'")
+      }
+      StartingOffsets(s"by_duration:${iso.toUpperCase(Locale.ROOT)}")
+  }
+}

@@ -1,0 +1,25 @@
+package io.github.sparkkafkashare.options
+
+import org.apache.kafka.clients.consumer.ConsumerConfig
+
+/** The settings of the share consumers a query runs on its executors. */
+private[sparkkafkashare] object ShareConsumerSettings {
+  val AcknowledgementModeConfig = "share.acknowledgement.mode"
+  val AcquireModeConfig = "share.acquire.mode"
+
+  def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String): Map[String, String] = {
+    // maxRecordsPerTrigger becomes a strict per-consumer cap: `record_limit` makes max.poll.records
+    // a hard limit (the default acquire mode may return whole record batches beyond it).
+    val perTriggerCap = options.maxRecordsPerTrigger.toSeq.flatMap { max =>
+      val perConsumer = math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism)
+      Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> perConsumer.toString, AcquireModeConfig -> "record_limit")
+    }
+    options.kafkaParams ++ perTriggerCap ++ Map(
+      ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.bootstrapServers,
+      ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
+      // Always explicit, whatever the user-facing mode: in implicit mode the next poll would
+      // ACCEPT records before Spark has committed the batch holding them.
+      AcknowledgementModeConfig -> "explicit",
+      ConsumerConfig.CLIENT_ID_CONFIG -> s"kafka-share-${options.groupId}-${runId.take(8)}")
+  }
+}

@@ -1,0 +1,44 @@
+package io.github.sparkkafkashare.planning
+
+import java.util.concurrent.TimeUnit
+
+import scala.util.control.NonFatal
+
+import io.github.sparkkafkashare.executor.ShareConsumerPool
+import org.apache.spark.internal.Logging
+import org.apache.spark.kafkashare.ExecutorLocality
+import org.apache.spark.sql.SparkSession
+
+/**
+ * Closes a stopped query run's share consumers wherever they live: in this JVM directly (local
+ * mode), and on executors through a small job with one task pinned to each executor that ran a
+ * slot. A consumer this misses (its executor was busy or gone) is closed by the pool's janitor.
+ */
+private[sparkkafkashare] object ConsumerCloser extends Logging {
+  private val JobTimeoutMs = TimeUnit.SECONDS.toMillis(60)
+
+  def closeRun(session: SparkSession, runId: String, slotLocations: Map[Int, String], committedThrough: Long): Unit = {
+    ShareConsumerPool.closeRun(runId, committedThrough)
+    val here = ExecutorLocality.currentExecutor()
+    val executors = slotLocations.values.toSeq.distinct.filterNot(_ == here)
+    if (executors.nonEmpty && !session.sparkContext.isStopped) runCloseJob(session, runId, executors, committedThrough)
+  }
+
+  private def runCloseJob(session: SparkSession, runId: String, executors: Seq[String], committedThrough: Long): Unit = {
+    val sc = session.sparkContext
+    // A thread of its own: stop() may run on an interrupted stream thread whose job group the query is cancelling.
+    val closer = new Thread(() => {
+      try {
+        sc.clearJobTags()
+        sc.setJobGroup(s"kafka-share-close-$runId", "kafka-share: close share consumers", interruptOnCancel = false)
+        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => ShareConsumerPool.closeRun(runId, committedThrough))
+      } catch {
+        case NonFatal(e) => logWarning("Closing share consumers on executors failed; idle ones close by themselves", e)
+      }
+    }, s"kafka-share-close-$runId")
+    closer.setDaemon(true)
+    closer.start()
+    val interrupted = Thread.interrupted()
+    try closer.join(JobTimeoutMs) finally if (interrupted) Thread.currentThread().interrupt()
+  }
+}

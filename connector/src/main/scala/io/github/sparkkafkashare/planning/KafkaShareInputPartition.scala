@@ -1,0 +1,31 @@
+package io.github.sparkkafkashare.planning
+
+import org.apache.spark.sql.connector.read.InputPartition
+
+/**
+ * One slot's share of one round: the task that settles what the slot's consumer holds and then
+ * (unless `poll` is false) polls the next records.
+ *
+ * @param committedThrough every round up to this one is committed by Spark: records held from
+ *                         those rounds are ACCEPTed, any others RELEASEd.
+ * @param poll             false for a round that only settles (a replayed batch after a restart,
+ *                         or the closing round of Trigger.AvailableNow)
+ * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
+ */
+private[sparkkafkashare] final case class KafkaShareInputPartition(
+    runId: String,
+    slot: Int,
+    round: Long,
+    committedThrough: Long,
+    poll: Boolean,
+    topics: Set[String],
+    consumerConfig: Map[String, String],
+    includeHeaders: Boolean,
+    pollTimeoutMs: Long,
+    location: Option[String])
+  extends InputPartition {
+
+  override def preferredLocations(): Array[String] = location.toArray
+
+  override def toString: String = s"KafkaShareInputPartition(slot=$slot, round=$round, poll=$poll)"
+}

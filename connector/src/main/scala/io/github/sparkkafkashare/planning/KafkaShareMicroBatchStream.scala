@@ -1,0 +1,201 @@
+package io.github.sparkkafkashare.planning
+
+import java.util.{Optional, UUID}
+import java.util.concurrent.TimeUnit
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
+import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
+import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, ShareConsumerSettings}
+import org.apache.hadoop.fs.Path
+import org.apache.spark.kafkashare.ExecutorLocality
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
+import org.apache.spark.sql.connector.read.streaming.{MicroBatchStream, Offset, ReadLimit, ReportsSourceMetrics, SupportsTriggerAvailableNow}
+
+/**
+ * Plans the micro-batches of one run of a kafka-share query on the driver.
+ *
+ * Each batch is a round in which every slot's share consumer first settles the records it holds
+ * (ACCEPT those of committed batches, RELEASE the rest) and then polls once. Spark commits a batch
+ * before it plans the next, so a batch's start offset names the last committed round; this is how
+ * the commit reaches the consumers that hold the records, through public API only.
+ *
+ * Because the acknowledgement of a batch rides on the next batch, a batch whose round acquired
+ * records is always followed by another one, even if the topic is idle: otherwise the records
+ * would sit acquired until their locks expired and come back.
+ *
+ * A batch that Spark replays from its offset log after a restart polls nothing: the records the
+ * first attempt read are still locked by consumers that died with it and come back when their
+ * locks expire, while a sink that had already committed that batch id would skip any new ones.
+ */
+private[sparkkafkashare] final class KafkaShareMicroBatchStream(
+    options: KafkaShareSourceOptions,
+    checkpointLocation: String,
+    session: SparkSession)
+  extends MicroBatchStream with SupportsTriggerAvailableNow with ReportsSourceMetrics with Logging {
+
+  import KafkaShareMicroBatchStream._
+
+  /** Names this run's consumers on the executors; a restarted query gets new ones. */
+  private val runId = UUID.randomUUID().toString
+  private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
+  private val admin = new ShareGroupAdmin(options)
+  try {
+    admin.checkShareGroupsEnabled()
+    admin.configureGroup()
+  } catch { case NonFatal(e) => admin.close(); throw e }
+
+  private val metrics = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
+  private val slotLocations = new SlotLocations()
+  session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
+
+  private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
+
+  // State below is only touched by the query's stream execution thread.
+  /** Rounds this run offered in latestOffset, and whether their tasks may poll. */
+  private val offeredRounds = scala.collection.mutable.Map.empty[Long, Boolean]
+  private var lastPlanned: Option[PlannedRound] = None
+  /** Batch id to round, to find what the commit log says is committed when the query stops. */
+  private val roundOfBatch = scala.collection.mutable.Map.empty[Long, Long]
+  private var committedRound = -1L
+  private var topics: Set[String] = Set.empty
+  private var topicsChecked: Option[Long] = None
+  private var lastBacklog: Option[Long] = None
+  private var backlogChecked: Option[Long] = None
+  /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
+  private var availableNow: Option[AvailableNowTarget] = None
+
+  override def initialOffset(): Offset = KafkaShareSourceOffset.Initial
+
+  override def deserializeOffset(json: String): Offset = KafkaShareSourceOffset.fromJson(json)
+
+  override def latestOffset(): Offset =
+    throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is used instead")
+
+  override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
+    val startRound = KafkaShareSourceOffset(start).round
+    val heldFromStart = lastPlanned.collect { case p if p.round == startRound => metrics.acquired.value - p.acquiredBefore }
+    val lastRoundAcquired = heldFromStart.getOrElse(0L)
+    val next = availableNow match {
+      case Some(target) =>
+        val drained = target.reached(metrics.acquired.value) ||
+          (lastRoundAcquired == 0 && heldFromStart.isDefined && backlog(force = true).contains(0L))
+        if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
+      case None =>
+        if (lastRoundAcquired > 0 || backlog(force = false).forall(_ > 0)) Some(true) else None
+    }
+    next match {
+      case Some(poll) =>
+        offeredRounds(startRound + 1) = poll
+        KafkaShareSourceOffset(startRound + 1)
+      case None => start
+    }
+  }
+
+  override def planInputPartitions(start: Offset, end: Offset): Array[InputPartition] = {
+    val round = KafkaShareSourceOffset(end).round
+    // Spark may plan one batch more than once (foreachBatch plans the batch DataFrame again):
+    // every plan of a round must be the same round.
+    lastPlanned.filter(_.round == round).map(_.partitions).getOrElse {
+      val planned = planRound(KafkaShareSourceOffset(start).round, round)
+      lastPlanned = Some(planned)
+      planned.partitions
+    }
+  }
+
+  private def planRound(committedThrough: Long, round: Long): PlannedRound = {
+    val poll = offeredRounds.remove(round).getOrElse {
+      logInfo(s"Batch of round $round is replayed from the offset log: it settles but does not poll.")
+      false
+    }
+    Option(session.sparkContext.getLocalProperty(BatchIdProperty)).foreach(id => roundOfBatch(id.toLong) = round)
+    if (poll) refreshTopics()
+
+    val executors = ExecutorLocality.sortedExecutors()
+    val known = slotLocations.value
+    val partitions = (0 until parallelism).map { slot =>
+      // Stay where the slot's consumer is while that executor lives; otherwise spread slots evenly.
+      val location = known.get(slot).filter(executors.contains)
+        .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
+      KafkaShareInputPartition(runId, slot, round, committedThrough, poll, topics, consumerConfig,
+        options.includeHeaders, options.pollTimeoutMs, location): InputPartition
+    }.toArray
+    PlannedRound(round, metrics.acquired.value, partitions)
+  }
+
+  override def createReaderFactory(): PartitionReaderFactory = KafkaSharePartitionReaderFactory(metrics, slotLocations)
+
+  override def commit(end: Offset): Unit = committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
+
+  override def prepareForTriggerAvailableNow(): Unit = {
+    refreshTopics()
+    val target = admin.backlog(topics)
+    logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of $topics")
+    availableNow = Some(AvailableNowTarget(metrics.acquired.value, target))
+  }
+
+  override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
+    (metrics.report(lastBacklog) + ("consumers" -> parallelism.toString)).asJava
+
+  /**
+   * Settles what the consumers hold (ACCEPT for batches the commit log shows committed, RELEASE
+   * for the rest) and closes them, so the group redelivers nothing that this query committed.
+   */
+  override def stop(): Unit = {
+    val committedThrough = math.max(committedRound, lastCommittedBatch().flatMap(roundOfBatch.get).getOrElse(-1L))
+    try ConsumerCloser.closeRun(session, runId, slotLocations.value, committedThrough)
+    finally admin.close()
+  }
+
+  private def refreshTopics(): Unit = if (due(topicsChecked)) {
+    topics = admin.subscribedTopics()
+    topicsChecked = Some(System.nanoTime())
+  }
+
+  private def due(lastChecked: Option[Long]): Boolean = lastChecked.forall(System.nanoTime() - _ > MetadataRefreshNanos)
+
+  /** The group's backlog, asked of Kafka at most every [[MetadataRefreshNanos]] unless forced. */
+  private def backlog(force: Boolean): Option[Long] = {
+    if (force || due(backlogChecked)) {
+      refreshTopics()
+      lastBacklog = admin.backlog(topics)
+      backlogChecked = Some(System.nanoTime())
+    }
+    lastBacklog
+  }
+
+  /** The newest batch id in Spark's commit log (`<checkpoint>/commits/<batchId>`), if readable. */
+  private def lastCommittedBatch(): Option[Long] = try {
+    val commits = new Path(checkpointLocation).getParent.getParent.suffix("/commits")
+    val fs = commits.getFileSystem(session.sessionState.newHadoopConf())
+    if (!fs.exists(commits)) None
+    else fs.listStatus(commits).map(_.getPath.getName).filter(_.forall(_.isDigit)).map(_.toLong).maxOption
+  } catch {
+    case NonFatal(e) =>
+      logWarning("Could not read the commit log; uncommitted-looking records will be released", e)
+      None
+  }
+}
+
+private[sparkkafkashare] object KafkaShareMicroBatchStream {
+  /** Set by MicroBatchExecution on the thread that plans each batch. */
+  val BatchIdProperty = "streaming.sql.batchId"
+  /** How often topics matching a pattern and the backlog are asked of Kafka. */
+  val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
+}
+
+/** A planned round, with the acquired-records counter before it ran. */
+private final case class PlannedRound(round: Long, acquiredBefore: Long, partitions: Array[InputPartition])
+
+/**
+ * What Trigger.AvailableNow must drain: the backlog when it started (None if Kafka could not say,
+ * for a group that has not read yet; then the query drains until a round finds nothing).
+ */
+private[sparkkafkashare] final case class AvailableNowTarget(acquiredAtStart: Long, records: Option[Long]) {
+  def reached(acquired: Long): Boolean = records.exists(acquired - acquiredAtStart >= _)
+}

@@ -1,0 +1,119 @@
+package io.github.sparkkafkashare.planning
+
+import java.util.concurrent.{ExecutionException, TimeUnit, TimeoutException}
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.KafkaShareErrors
+import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, Subscription}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, SharePartitionOffsetInfo}
+import org.apache.kafka.common.{KafkaFuture, TopicPartition}
+import org.apache.kafka.common.config.ConfigResource
+import org.apache.kafka.common.errors.GroupIdNotFoundException
+import org.apache.spark.internal.Logging
+
+/**
+ * The driver's view of the share group, through Kafka's Admin API: group configs the options ask
+ * for, the topics a pattern matches, and the backlog that tells the stream whether to run a batch.
+ * Every call is bounded by `kafka.default.api.timeout.ms`, so an unreachable cluster fails the
+ * query with a clear error instead of hanging it.
+ */
+private[sparkkafkashare] final class ShareGroupAdmin(options: KafkaShareSourceOptions) extends AutoCloseable with Logging {
+  import ShareGroupAdmin._
+
+  private val admin: Admin = Admin.create(adminConfig(options))
+  private val group = options.groupId
+
+  /** Fails unless the cluster answers and has share groups enabled. */
+  def checkShareGroupsEnabled(): Unit = {
+    val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
+    val level = Option(features.finalizedFeatures().get("share.version")).map(_.maxVersionLevel().toInt).getOrElse(0)
+    if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(options.bootstrapServers, level.toString)
+  }
+
+  /**
+   * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms` always, and
+   * `startingOffsets` only to a group that has not started reading yet (Kafka applies
+   * `share.auto.offset.reset` only when a share-partition is first initialized).
+   */
+  def configureGroup(): Unit = {
+    val lock = options.lockTimeoutMs.map(ms =>
+      (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
+    val reset = options.startingOffsets.flatMap { starting =>
+      if (partitionStates().isEmpty) {
+        Some((KafkaShareSourceOptions.StartingOffsetsOption, new ConfigEntry(AutoOffsetResetConfig, starting.groupConfigValue)))
+      } else {
+        logWarning(s"Share group '$group' has already started reading, so it keeps its position; " +
+          s"option '${KafkaShareSourceOptions.StartingOffsetsOption}' applies only to a new group.")
+        None
+      }
+    }
+    val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
+    (lock ++ reset).foreach { case (option, entry) =>
+      val op = new AlterConfigOp(entry, AlterConfigOp.OpType.SET)
+      try {
+        await(s"setting ${entry.name()} of share group '$group'",
+          admin.incrementalAlterConfigs(Map(resource -> (Seq(op).asJavaCollection)).asJava).all())
+      } catch {
+        case e: ExecutionException => throw KafkaShareErrors.groupConfigFailed(group, s"${entry.name()}=${entry.value()}", option, e)
+      }
+      logInfo(s"Set ${entry.name()}=${entry.value()} on share group '$group' (option '$option')")
+    }
+  }
+
+  /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
+  def subscribedTopics(): Set[String] = options.subscription match {
+    case Subscription.Topics(topics) => topics.toSet
+    case p: Subscription.TopicPattern =>
+      await("listing topics", admin.listTopics().names()).asScala.filter(t => p.pattern.matcher(t).matches()).toSet
+  }
+
+  /** The group's state per share-partition; empty for a group that has not started reading. */
+  def partitionStates(): Map[TopicPartition, SharePartitionOffsetInfo] = {
+    val spec = Map(group -> new ListShareGroupOffsetsSpec()).asJava
+    try {
+      await("reading share group offsets", admin.listShareGroupOffsets(spec).partitionsToOffsetInfo(group))
+        .asScala.collect { case (tp, info) if info != null => tp -> info }.toMap
+    } catch {
+      case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => Map.empty
+    }
+  }
+
+  /**
+   * Records of `topics` the group has yet to finish (available or acquired, not yet acknowledged),
+   * or None when Kafka cannot say yet (a share-partition not initialized, or lag not computed).
+   */
+  def backlog(topics: Set[String]): Option[Long] = {
+    if (topics.isEmpty) return Some(0L)
+    val partitions = await("describing topics", admin.describeTopics(topics.asJavaCollection).allTopicNames())
+      .asScala.values.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition()))).toSeq
+    val states = partitionStates()
+    val lags = partitions.map(tp => states.get(tp).flatMap(s => Option(s.lag().orElse(null)).map(_.longValue())))
+    if (lags.forall(_.isDefined)) Some(lags.flatten.sum) else None
+  }
+
+  override def close(): Unit = admin.close(java.time.Duration.ofSeconds(5))
+
+  private def await[T](action: String, future: KafkaFuture[T]): T =
+    try future.get(options.apiTimeoutMs, TimeUnit.MILLISECONDS) catch {
+      case e: TimeoutException => throw KafkaShareErrors.brokerUnreachable(options.bootstrapServers, options.apiTimeoutMs, action, e)
+      case e: ExecutionException if e.getCause.isInstanceOf[org.apache.kafka.common.errors.TimeoutException] =>
+        throw KafkaShareErrors.brokerUnreachable(options.bootstrapServers, options.apiTimeoutMs, action, e)
+    }
+}
+
+private[sparkkafkashare] object ShareGroupAdmin {
+  val LockDurationConfig = "share.record.lock.duration.ms"
+  val AutoOffsetResetConfig = "share.auto.offset.reset"
+
+  /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
+  def adminConfig(options: KafkaShareSourceOptions): java.util.Map[String, Object] = {
+    val known = AdminClientConfig.configNames().asScala
+    val config = options.kafkaParams.filter { case (k, _) => known.contains(k) } ++ Map(
+      AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> options.bootstrapServers,
+      AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> options.apiTimeoutMs.toString,
+      AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(options.apiTimeoutMs, 30000L).toString,
+      AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${options.groupId}")
+    config.asJava.asInstanceOf[java.util.Map[String, Object]]
+  }
+}

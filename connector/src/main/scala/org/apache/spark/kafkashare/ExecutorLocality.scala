@@ -1,0 +1,27 @@
+package org.apache.spark.kafkashare
+
+import org.apache.spark.SparkEnv
+import org.apache.spark.scheduler.ExecutorCacheTaskLocation
+
+/**
+ * The one place the connector uses Spark-internal API, hence its package: naming executors as
+ * task locations, as Spark's own Kafka source does, so that a slot's tasks go back to the executor
+ * whose JVM holds that slot's share consumer (only that consumer can acknowledge its records).
+ */
+object ExecutorLocality {
+
+  /** Task locations of the live executors, sorted so every planning round sees the same order. */
+  def sortedExecutors(): Seq[String] = {
+    val blockManager = SparkEnv.get.blockManager
+    blockManager.master.getPeers(blockManager.blockManagerId)
+      .map(id => ExecutorCacheTaskLocation(id.host, id.executorId))
+      .sortBy(location => (location.host, location.executorId))
+      .map(_.toString)
+  }
+
+  /** The task location of the JVM this runs in (an executor, or the driver in local mode). */
+  def currentExecutor(): String = {
+    val env = SparkEnv.get
+    ExecutorCacheTaskLocation(env.blockManager.blockManagerId.host, env.executorId).toString
+  }
+}
