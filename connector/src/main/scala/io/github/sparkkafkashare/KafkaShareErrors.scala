@@ -70,7 +70,7 @@ private[sparkkafkashare] object KafkaShareErrors {
   private def describe(t: Throwable): String = {
     var root = t
     while (root.getCause != null && root.getCause != root) root = root.getCause
-    s"${root.getClass.getSimpleName}: ${root.getMessage}"
+    s"${root.getClass.getSimpleName}: ${Option(root.getMessage).getOrElse("no answer")}"
   }
 }
 

@@ -45,16 +45,28 @@ private[sparkkafkashare] object Subscription {
 private[sparkkafkashare] final case class StartingOffsets(groupConfigValue: String)
 
 /**
- * The options of one kafka-share query, parsed and checked once (at `load()`), in the spirit of
- * Spark's KafkaSourceProvider (option names, `kafka.*` pass-through) and Delta's DeltaOptions
- * (typed values, cross-option checks, one error factory).
+ * How to reach the share group: what both the source and the group-state API need.
  *
  * @param kafkaParams the pass-through `kafka.*` settings with the prefix removed, minus the
  *                    settings this source owns. Values may be secrets: never log them.
  */
-private[sparkkafkashare] final case class KafkaShareSourceOptions(
+private[sparkkafkashare] final case class KafkaConnection(
     bootstrapServers: String,
     groupId: String,
+    kafkaParams: Map[String, String]) {
+
+  /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
+  def apiTimeoutMs: Long =
+    kafkaParams.get("default.api.timeout.ms").map(_.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+}
+
+/**
+ * The options of one kafka-share query, parsed and checked once (at `load()`), in the spirit of
+ * Spark's KafkaSourceProvider (option names, `kafka.*` pass-through) and Delta's DeltaOptions
+ * (typed values, cross-option checks, one error factory).
+ */
+private[sparkkafkashare] final case class KafkaShareSourceOptions(
+    connection: KafkaConnection,
     subscription: Subscription,
     parallelism: Option[Int],
     acknowledgmentMode: AcknowledgmentMode,
@@ -63,12 +75,8 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     includeHeaders: Boolean,
     maxRecordsPerTrigger: Option[Long],
     pollTimeoutMs: Long,
-    startingOffsets: Option[StartingOffsets],
-    kafkaParams: Map[String, String]) {
-
-  /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
-  def apiTimeoutMs: Long =
-    kafkaParams.get("default.api.timeout.ms").map(_.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+    startingOffsets: Option[StartingOffsets]) {
+  def groupId: String = connection.groupId
 }
 
 private[sparkkafkashare] object KafkaShareSourceOptions {
@@ -112,15 +120,30 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     sourceOwned ++ rejectedByShareConsumer
   }
 
-  def parse(options: CaseInsensitiveStringMap): KafkaShareSourceOptions = {
-    // Spark lower-cases option names; keep the user's spelling for the pass-through keys.
-    val caseSensitive = options.asCaseSensitiveMap().asScala.toMap
+  /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
+  def parseConnection(options: CaseInsensitiveStringMap): KafkaConnection = {
     def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
-
     val bootstrapServers = get(BootstrapServers).getOrElse(throw KafkaShareErrors.missingOption(
       BootstrapServers, "Set it to the Kafka brokers to connect to, for example \"host1:9092,host2:9092\"."))
     val groupId = get(GroupId).getOrElse(throw KafkaShareErrors.missingOption(
       GroupId, "Set it to the share group this query consumes as; queries with the same group split the records."))
+
+    // Spark lower-cases option names; keep the user's spelling for the pass-through keys.
+    val kafkaParams = options.asCaseSensitiveMap().asScala.toMap.collect {
+      case (key, value) if key.toLowerCase(Locale.ROOT).startsWith("kafka.") &&
+          !sourceOwnedKafkaOptions.contains(key.toLowerCase(Locale.ROOT)) =>
+        key.substring("kafka.".length) -> value
+    }
+    kafkaParams.keys.foreach { key =>
+      ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
+    }
+    kafkaParams.get("default.api.timeout.ms").foreach(v => positiveLong(Some(v), "kafka.default.api.timeout.ms"))
+    KafkaConnection(bootstrapServers, groupId, kafkaParams - "bootstrap.servers")
+  }
+
+  def parse(options: CaseInsensitiveStringMap): KafkaShareSourceOptions = {
+    val connection = parseConnection(options)
+    def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
 
     if (get(Assign).isDefined) {
       throw KafkaShareErrors.unsupportedOption(Assign,
@@ -156,19 +179,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
         Seq(ExactlyOnceStrategy.None.name, ExactlyOnceStrategy.Idempotent.name))
     }
 
-    val kafkaParams = caseSensitive.collect {
-      case (key, value) if key.toLowerCase(Locale.ROOT).startsWith("kafka.") &&
-          !sourceOwnedKafkaOptions.contains(key.toLowerCase(Locale.ROOT)) =>
-        key.substring("kafka.".length) -> value
-    }
-    kafkaParams.keys.foreach { key =>
-      ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
-    }
-    kafkaParams.get("default.api.timeout.ms").foreach(v => positiveLong(Some(v), "kafka.default.api.timeout.ms"))
-
     KafkaShareSourceOptions(
-      bootstrapServers = bootstrapServers,
-      groupId = groupId,
+      connection = connection,
       subscription = subscription,
       parallelism = positiveLong(get(Parallelism), Parallelism).map { n =>
         if (n > Int.MaxValue) throw KafkaShareErrors.invalidOptionValue(Parallelism, n.toString, "expected at most 2147483647")
@@ -180,8 +192,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       includeHeaders = boolean(get(IncludeHeaders), IncludeHeaders).getOrElse(false),
       maxRecordsPerTrigger = positiveLong(get(MaxRecordsPerTrigger), MaxRecordsPerTrigger),
       pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),
-      startingOffsets = get(StartingOffsetsOption).map(startingOffsets),
-      kafkaParams = kafkaParams - "bootstrap.servers")
+      startingOffsets = get(StartingOffsetsOption).map(startingOffsets))
   }
 
   private def oneOf[T](value: Option[String], option: String, choices: Seq[T])(name: T => String): Option[T] =

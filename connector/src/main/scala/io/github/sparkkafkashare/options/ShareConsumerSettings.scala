@@ -14,8 +14,8 @@ private[sparkkafkashare] object ShareConsumerSettings {
       val perConsumer = math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism)
       Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> perConsumer.toString, AcquireModeConfig -> "record_limit")
     }
-    options.kafkaParams ++ perTriggerCap ++ Map(
-      ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.bootstrapServers,
+    options.connection.kafkaParams ++ perTriggerCap ++ Map(
+      ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.connection.bootstrapServers,
       ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
       // Always explicit, whatever the user-facing mode: in implicit mode the next poll would
       // ACCEPT records before Spark has committed the batch holding them.

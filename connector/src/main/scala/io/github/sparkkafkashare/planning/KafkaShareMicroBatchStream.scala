@@ -44,10 +44,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   /** Names this run's consumers on the executors; a restarted query gets new ones. */
   private val runId = UUID.randomUUID().toString
   private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
-  private val admin = new ShareGroupAdmin(options)
+  private val admin = new ShareGroupAdmin(options.connection)
   try {
     admin.checkShareGroupsEnabled()
-    admin.configureGroup()
+    admin.configureGroup(options)
   } catch { case NonFatal(e) => admin.close(); throw e }
 
   private val metrics = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
@@ -153,7 +153,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {
-    topics = admin.subscribedTopics()
+    topics = admin.subscribedTopics(options.subscription)
     topicsChecked = Some(System.nanoTime())
   }
 

@@ -5,7 +5,7 @@ import java.util.concurrent.{ExecutionException, TimeUnit, TimeoutException}
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
-import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, Subscription}
+import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
@@ -18,17 +18,17 @@ import org.apache.spark.internal.Logging
  * Every call is bounded by `kafka.default.api.timeout.ms`, so an unreachable cluster fails the
  * query with a clear error instead of hanging it.
  */
-private[sparkkafkashare] final class ShareGroupAdmin(options: KafkaShareSourceOptions) extends AutoCloseable with Logging {
+private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends AutoCloseable with Logging {
   import ShareGroupAdmin._
 
-  private val admin: Admin = Admin.create(adminConfig(options))
-  private val group = options.groupId
+  private val admin: Admin = Admin.create(adminConfig(connection))
+  private val group = connection.groupId
 
   /** Fails unless the cluster answers and has share groups enabled. */
   def checkShareGroupsEnabled(): Unit = {
     val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
     val level = Option(features.finalizedFeatures().get("share.version")).map(_.maxVersionLevel().toInt).getOrElse(0)
-    if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(options.bootstrapServers, level.toString)
+    if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(connection.bootstrapServers, level.toString)
   }
 
   /**
@@ -36,7 +36,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(options: KafkaShareSourceOp
    * `startingOffsets` only to a group that has not started reading yet (Kafka applies
    * `share.auto.offset.reset` only when a share-partition is first initialized).
    */
-  def configureGroup(): Unit = {
+  def configureGroup(options: KafkaShareSourceOptions): Unit = {
     val lock = options.lockTimeoutMs.map(ms =>
       (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
     val reset = options.startingOffsets.flatMap { starting =>
@@ -62,7 +62,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(options: KafkaShareSourceOp
   }
 
   /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
-  def subscribedTopics(): Set[String] = options.subscription match {
+  def subscribedTopics(subscription: Subscription): Set[String] = subscription match {
     case Subscription.Topics(topics) => topics.toSet
     case p: Subscription.TopicPattern =>
       await("listing topics", admin.listTopics().names()).asScala.filter(t => p.pattern.matcher(t).matches()).toSet
@@ -92,13 +92,35 @@ private[sparkkafkashare] final class ShareGroupAdmin(options: KafkaShareSourceOp
     if (lags.forall(_.isDefined)) Some(lags.flatten.sum) else None
   }
 
+  /** The group's state, members and per-partition progress, for monitoring; None if the group does not exist. */
+  def describe(): Option[ShareGroupState] = {
+    val description = try {
+      Some(await(s"describing share group '$group'", admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group)))
+    } catch {
+      case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => None
+    }
+    description.map { d =>
+      val members = d.members().asScala.toSeq.map { m =>
+        ShareGroupMember(m.consumerId(), m.clientId(), m.host(),
+          m.assignment().topicPartitions().asScala.toSeq.map(tp => (tp.topic(), tp.partition())).sorted)
+      }
+      val partitions = partitionStates().toSeq.map { case (tp, info) =>
+        SharePartitionState(tp.topic(), tp.partition(), info.startOffset(), Option(info.lag().orElse(null)).map(_.longValue()))
+      }.sortBy(p => (p.topic, p.partition))
+      ShareGroupState(group, d.groupState().toString, members, partitions)
+    }
+  }
+
+  private def unreachable(action: String, cause: Throwable) =
+    KafkaShareErrors.brokerUnreachable(connection.bootstrapServers, connection.apiTimeoutMs, action, cause)
+
   override def close(): Unit = admin.close(java.time.Duration.ofSeconds(5))
 
   private def await[T](action: String, future: KafkaFuture[T]): T =
-    try future.get(options.apiTimeoutMs, TimeUnit.MILLISECONDS) catch {
-      case e: TimeoutException => throw KafkaShareErrors.brokerUnreachable(options.bootstrapServers, options.apiTimeoutMs, action, e)
+    try future.get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS) catch {
+      case e: TimeoutException => throw unreachable(action, e)
       case e: ExecutionException if e.getCause.isInstanceOf[org.apache.kafka.common.errors.TimeoutException] =>
-        throw KafkaShareErrors.brokerUnreachable(options.bootstrapServers, options.apiTimeoutMs, action, e)
+        throw unreachable(action, e)
     }
 }
 
@@ -107,13 +129,29 @@ private[sparkkafkashare] object ShareGroupAdmin {
   val AutoOffsetResetConfig = "share.auto.offset.reset"
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
-  def adminConfig(options: KafkaShareSourceOptions): java.util.Map[String, Object] = {
+  def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
     val known = AdminClientConfig.configNames().asScala
-    val config = options.kafkaParams.filter { case (k, _) => known.contains(k) } ++ Map(
-      AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> options.bootstrapServers,
-      AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> options.apiTimeoutMs.toString,
-      AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(options.apiTimeoutMs, 30000L).toString,
-      AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${options.groupId}")
+    val config = connection.kafkaParams.filter { case (k, _) => known.contains(k) } ++ Map(
+      AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
+      AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> connection.apiTimeoutMs.toString,
+      AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(connection.apiTimeoutMs, 30000L).toString,
+      AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${connection.groupId}")
     config.asJava.asInstanceOf[java.util.Map[String, Object]]
   }
 }
+
+/** A share group as Kafka's Admin API describes it. */
+private[sparkkafkashare] final case class ShareGroupState(
+    groupId: String,
+    state: String,
+    members: Seq[ShareGroupMember],
+    partitions: Seq[SharePartitionState])
+
+private[sparkkafkashare] final case class ShareGroupMember(
+    memberId: String, clientId: String, host: String, assignment: Seq[(String, Int)])
+
+/**
+ * @param startOffset Kafka's share-partition start offset: everything below it is finished
+ * @param lag         records not yet finished (available, or acquired and unacknowledged); None if not computed
+ */
+private[sparkkafkashare] final case class SharePartitionState(topic: String, partition: Int, startOffset: Long, lag: Option[Long])
