@@ -1,0 +1,61 @@
+# spark-kafka-share: the two commands a newcomer needs are `make demo` and `make test`.
+# Everything they need (virtualenv, sbt, Kafka broker jars) is fetched from PyPI and Maven Central.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+VERSION := $(shell sed -n 's/^ThisBuild \/ version := "\(.*\)"/\1/p' build.sbt)
+JAR := connector/target/scala-2.13/spark-kafka-share-assembly-$(VERSION).jar
+KAFKA_PORT ?= 9092
+export KAFKA_BOOTSTRAP_SERVERS ?= localhost:$(KAFKA_PORT)
+export SPARK_KAFKA_SHARE_JAR := $(CURDIR)/$(JAR)
+SBT := ./dev/sbt
+
+.PHONY: help venv jar kafka-up kafka-down demo test test-scala test-python lint clean
+
+help:
+	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
+	@echo "make test        every test: ScalaTest, lint and type checks, pytest against the real broker"
+	@echo "make jar         the connector assembly ($(JAR))"
+	@echo "make kafka-up    start the local Kafka 4.3 broker on $(KAFKA_BOOTSTRAP_SERVERS); make kafka-down stops it"
+
+$(VENV)/.installed: python/requirements-dev.txt
+	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install --quiet --upgrade pip
+	$(VENV_PY) -m pip install --quiet -r python/requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Spark 4.3.0 jars come from the venv's pyspark (they are not on Maven Central), so the venv comes first.
+$(JAR): $(VENV)/.installed build.sbt project/plugins.sbt project/build.properties $(shell find connector/src/main -type f)
+	$(SBT) connector/assembly < /dev/null
+
+jar: $(JAR)
+
+kafka-up:
+	dev/kafka-local/kafka-local start
+
+kafka-down:
+	dev/kafka-local/kafka-local stop
+
+demo: $(JAR) kafka-up
+	$(VENV_PY) python/examples/share_stream_demo.py --bootstrap-servers $(KAFKA_BOOTSTRAP_SERVERS) --jar $(JAR)
+
+test-scala: $(VENV)/.installed kafka-up
+	$(SBT) connector/test < /dev/null
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check python integration-tests
+	$(VENV)/bin/ruff format --check python integration-tests
+	$(VENV)/bin/mypy --config-file python/pyproject.toml python/spark_kafka_share
+
+# One pytest run for Python unit tests and the integration suites, so its summary is the last line.
+test-python: $(JAR) kafka-up lint
+	$(VENV)/bin/pytest python/tests integration-tests
+
+test: test-scala test-python
+
+clean:
+	rm -rf connector/target target project/target project/project dev/kafka-local/target

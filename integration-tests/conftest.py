@@ -1,0 +1,132 @@
+"""Fixtures for the integration suites: a real Kafka broker (started by `make kafka-up`) and a real
+Spark session with the connector's assembly jar.
+
+Kafka is driven through confluent-kafka, a client independent of the connector, to create topics
+and produce records; the share group's state is read through Kafka's Admin API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import DataFrame, SparkSession
+
+REPO = Path(__file__).resolve().parent.parent
+BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
+JAR = os.environ.get(
+    "SPARK_KAFKA_SHARE_JAR",
+    str(REPO / "connector/target/scala-2.13/spark-kafka-share-assembly-0.1.0-SNAPSHOT.jar"),
+)
+
+
+def _broker_answers() -> bool:
+    host, port = BOOTSTRAP.split(",")[0].rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    if not _broker_answers():
+        pytest.fail(f"No Kafka broker at {BOOTSTRAP}: run `make kafka-up` (or `make test`, which starts it).")
+    if not Path(JAR).is_file():
+        pytest.fail(f"Connector jar {JAR} is missing: run `make jar`.")
+    # local[4,2]: four task threads, and a failed task gets one retry (as on a cluster).
+    session = (
+        SparkSession.builder.master("local[4,2]")
+        .appName("kafka-share-integration-tests")
+        .config("spark.jars", JAR)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "60s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()
+
+
+@dataclass
+class KafkaCluster:
+    """The local broker, for creating topics, producing records and reading share-group state."""
+
+    bootstrap: str
+    admin: AdminClient
+    spark: SparkSession
+
+    def new_topic(self, partitions: int = 1) -> str:
+        name = f"t-{uuid.uuid4().hex[:10]}"
+        futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        futures[name].result(timeout=30)
+        return name
+
+    def produce(self, topic: str, values: list[str], key: Callable[[int], str] | None = None) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "acks": "all"})
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value.encode(), key=key(i).encode() if key else None)
+            if i % 1000 == 999:
+                producer.poll(0)
+        remaining = producer.flush(60)
+        assert remaining == 0, f"{remaining} records were not delivered to {topic}"
+
+    def group_state(self, group: str) -> dict[str, Any]:
+        """The share group as Kafka's Admin API reports it (see KafkaShareGroups.describeJson)."""
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        options = {"kafka.bootstrap.servers": self.bootstrap, "kafka.share.group.id": group}
+        return dict(json.loads(jvm.io.github.sparkkafkashare.KafkaShareGroups.describeJson(options)))
+
+    def total_lag(self, group: str) -> int | None:
+        partitions = self.group_state(group)["partitions"]
+        if not partitions or any(p["lag"] is None for p in partitions):
+            return None
+        return sum(int(p["lag"]) for p in partitions)
+
+
+@pytest.fixture(scope="session")
+def kafka(spark: SparkSession) -> KafkaCluster:
+    return KafkaCluster(BOOTSTRAP, AdminClient({"bootstrap.servers": BOOTSTRAP}), spark)
+
+
+@pytest.fixture
+def group() -> str:
+    return f"g-{uuid.uuid4().hex[:10]}"
+
+
+def share_stream(spark: SparkSession, topic: str, group: str, **options: str) -> DataFrame:
+    reader = (
+        spark.readStream.format("kafka-share")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("kafka.share.group.id", group)
+        .option("subscribe", topic)
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s}s waiting until {what}")
+
+
+def values(n: int, prefix: str = "r") -> list[str]:
+    return [f"{prefix}-{i:06d}" for i in range(n)]

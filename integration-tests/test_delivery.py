@@ -1,0 +1,136 @@
+"""At-least-once delivery through a real share group: counts of lost and duplicated records in the
+sink, and the acknowledgement state read back through Kafka's Admin API."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from conftest import KafkaCluster, share_stream, values, wait_until
+from pyspark.sql import DataFrame, SparkSession
+from pyspark import TaskContext
+from pyspark.sql.functions import col, udf
+from pyspark.sql.streaming import StreamingQuery
+
+
+SINK_SCHEMA = "value string, partition int, offset long, deliveryCount int"
+
+
+def parquet_query(df: DataFrame, out: Path, *, available_now: bool = True) -> StreamingQuery:
+    writer = (
+        df.select(col("value").cast("string").alias("value"), "partition", "offset", "deliveryCount")
+        .writeStream.format("parquet")
+        .option("path", str(out / "data"))
+        .option("checkpointLocation", str(out / "checkpoint"))
+    )
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="200 milliseconds")
+    return writer.start()
+
+
+def sink_values(spark: SparkSession, out: Path) -> list[str]:
+    """What the file sink committed (its metadata log excludes uncommitted batches)."""
+    if not (out / "data" / "_spark_metadata").exists():
+        return []
+    return [r.value for r in spark.read.schema(SINK_SCHEMA).parquet(str(out / "data")).collect()]
+
+
+def lost_and_duplicated(expected: list[str], got: list[str]) -> tuple[set[str], dict[str, int]]:
+    counts = collections.Counter(got)
+    return set(expected) - set(counts), {v: n for v, n in counts.items() if n > 1}
+
+
+def test_every_record_once_with_more_consumers_than_partitions(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic(partitions=1)
+    expected = values(10_000)
+    kafka.produce(topic, expected)
+
+    df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "4", "startingOffsets": "earliest"})
+    query = parquet_query(df, tmp_path)
+    assert query.awaitTermination(240), "Trigger.AvailableNow did not finish"
+    assert query.exception() is None
+
+    lost, duplicated = lost_and_duplicated(expected, sink_values(spark, tmp_path))
+    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    # Acknowledged, not just read: the broker has nothing left to deliver to the group.
+    state = kafka.group_state(group)
+    assert [(p["partition"], p["lag"]) for p in state["partitions"]] == [(0, 0)]
+    assert state["members"] == [], "stopped query left consumers in the group"
+    metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
+    assert metrics.get("recordsAcquired") == "10000" and metrics.get("recordsAccepted") == "10000"
+
+
+def test_two_queries_in_one_group_split_the_records(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    options = {"kafka.share.parallelism": "2", "startingOffsets": "earliest"}
+    queries = [
+        parquet_query(share_stream(spark, topic, group, **options), tmp_path / f"q{i}", available_now=False)
+        for i in range(2)
+    ]
+    try:
+        # Both queries' consumers have joined before the records arrive, so both get a share.
+        wait_until(lambda: len(kafka.group_state(group)["members"]) == 4, 60, "both queries joined the group")
+        expected = values(6_000)
+        kafka.produce(topic, expected, key=lambda i: str(i))
+        outputs: list[list[str]] = [[], []]
+
+        def all_read() -> bool:
+            outputs[:] = [sink_values(spark, tmp_path / f"q{i}") for i in range(2)]
+            return sum(map(len, outputs)) >= len(expected) and kafka.total_lag(group) == 0
+
+        wait_until(all_read, 120, "the two queries together read and acknowledged every record")
+    finally:
+        for q in queries:
+            q.stop()
+
+    lost, duplicated = lost_and_duplicated(expected, outputs[0] + outputs[1])
+    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    assert all(outputs), f"one query got nothing: {[len(o) for o in outputs]}"
+    assert not set(outputs[0]) & set(outputs[1])
+
+
+def test_failed_task_releases_its_records_and_they_come_back(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic(partitions=1)
+    expected = values(2_000)
+    kafka.produce(topic, expected)
+    marker = tmp_path / "failed-once"
+
+    df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "2", "startingOffsets": "earliest"})
+
+    @udf("string")
+    def fail_once(value: bytes) -> str:
+        # The first task attempt that sees a record fails, once in the whole test.
+
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0:
+            try:
+                marker.open("x").close()
+            except FileExistsError:
+                pass
+            else:
+                raise RuntimeError("injected failure on a task's first attempt")
+        return value.decode()
+
+    query = (
+        df.select(fail_once(col("value")).alias("value"), "deliveryCount")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "data"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240)
+    assert query.exception() is None
+    assert marker.exists(), "the failure was never injected"
+
+    rows = spark.read.parquet(str(tmp_path / "data")).collect()
+    lost, duplicated = lost_and_duplicated(expected, [r.value for r in rows])
+    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    # The failed attempt released what it had acquired: those records were delivered a second time.
+    assert max(r.deliveryCount for r in rows) >= 2
+    assert kafka.total_lag(group) == 0
