@@ -20,6 +20,9 @@ private[sparkkafkashare] object ShareConsumerSettings {
       // Always explicit, whatever the user-facing mode: in implicit mode the next poll would
       // ACCEPT records before Spark has committed the batch holding them.
       AcknowledgementModeConfig -> "explicit",
-      ConsumerConfig.CLIENT_ID_CONFIG -> s"kafka-share-${options.groupId}-${runId.take(8)}")
+      ConsumerConfig.CLIENT_ID_CONFIG -> clientIdPrefix(options.groupId, runId))
   }
+
+  /** Every consumer of a query run has a client id that starts with this; the reader appends its slot. */
+  def clientIdPrefix(groupId: String, runId: String): String = s"kafka-share-$groupId-${runId.take(8)}"
 }

@@ -11,6 +11,7 @@ import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, ShareConsumerSettings}
 import org.apache.hadoop.fs.Path
+import org.apache.kafka.common.TopicPartition
 import org.apache.spark.kafkashare.ExecutorLocality
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
@@ -55,6 +56,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
 
   private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
+  private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
 
   // State below is only touched by the query's stream execution thread.
   /** Rounds this run offered in latestOffset, and whether their tasks may poll. */
@@ -81,13 +83,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val startRound = KafkaShareSourceOffset(start).round
     val heldFromStart = lastPlanned.collect { case p if p.round == startRound => metrics.acquired.value - p.acquiredBefore }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
+    if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
       case Some(target) =>
         val drained = target.reached(metrics.acquired.value) ||
-          (lastRoundAcquired == 0 && heldFromStart.isDefined && backlog(force = true).contains(0L))
+          (lastRoundAcquired == 0 && heldFromStart.isDefined && checkBacklog(force = true).contains(0L))
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
-        if (lastRoundAcquired > 0 || backlog(force = false).forall(_ > 0)) Some(true) else None
+        if (lastRoundAcquired > 0 || checkBacklog(force = false).forall(_ > 0)) Some(true) else None
     }
     next match {
       case Some(poll) =>
@@ -125,7 +128,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       KafkaShareInputPartition(runId, slot, round, committedThrough, poll, topics, consumerConfig,
         options.includeHeaders, options.pollTimeoutMs, location): InputPartition
     }.toArray
-    PlannedRound(round, metrics.acquired.value, partitions)
+    PlannedRound(round, metrics.acquired.value, if (poll) backlog.roundStart() else Map.empty, partitions)
   }
 
   override def createReaderFactory(): PartitionReaderFactory = KafkaSharePartitionReaderFactory(metrics, slotLocations)
@@ -134,7 +137,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def prepareForTriggerAvailableNow(): Unit = {
     refreshTopics()
-    val target = admin.backlog(topics)
+    val target = backlog.refresh(topics)
     logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of $topics")
     availableNow = Some(AvailableNowTarget(metrics.acquired.value, target))
   }
@@ -160,10 +163,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private def due(lastChecked: Option[Long]): Boolean = lastChecked.forall(System.nanoTime() - _ > MetadataRefreshNanos)
 
   /** The group's backlog, asked of Kafka at most every [[MetadataRefreshNanos]] unless forced. */
-  private def backlog(force: Boolean): Option[Long] = {
+  private def checkBacklog(force: Boolean): Option[Long] = {
     if (force || due(backlogChecked)) {
       refreshTopics()
-      lastBacklog = admin.backlog(topics)
+      lastBacklog = backlog.refresh(topics)
       backlogChecked = Some(System.nanoTime())
     }
     lastBacklog
@@ -189,8 +192,15 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
 }
 
-/** A planned round, with the acquired-records counter before it ran. */
-private final case class PlannedRound(round: Long, acquiredBefore: Long, partitions: Array[InputPartition])
+/**
+ * A planned round, with the acquired-records counter before it ran and what [[Backlog]] noted as
+ * it began.
+ */
+private final case class PlannedRound(
+    round: Long,
+    acquiredBefore: Long,
+    roundStart: Map[TopicPartition, Long],
+    partitions: Array[InputPartition])
 
 /**
  * What Trigger.AvailableNow must drain: the backlog when it started (None if Kafka could not say,

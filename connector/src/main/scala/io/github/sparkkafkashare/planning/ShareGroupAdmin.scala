@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
-import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, SharePartitionOffsetInfo}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.errors.GroupIdNotFoundException
@@ -80,16 +80,38 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /**
-   * Records of `topics` the group has yet to finish (available or acquired, not yet acknowledged),
-   * or None when Kafka cannot say yet (a share-partition not initialized, or lag not computed).
+   * Per partition of `topics`: the records the group has yet to finish (available, or acquired and
+   * not yet acknowledged), or None where Kafka cannot say (a share-partition it has not persisted).
    */
-  def backlog(topics: Set[String]): Option[Long] = {
-    if (topics.isEmpty) return Some(0L)
+  def lags(topics: Set[String]): Map[TopicPartition, Option[Long]] = {
+    if (topics.isEmpty) return Map.empty
     val partitions = await("describing topics", admin.describeTopics(topics.asJavaCollection).allTopicNames())
-      .asScala.values.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition()))).toSeq
+      .asScala.values.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
     val states = partitionStates()
-    val lags = partitions.map(tp => states.get(tp).flatMap(s => Option(s.lag().orElse(null)).map(_.longValue())))
-    if (lags.forall(_.isDefined)) Some(lags.flatten.sum) else None
+    partitions.map(tp => tp -> states.get(tp).flatMap(s => Option(s.lag().orElse(null)).map(_.longValue()))).toMap
+  }
+
+  /** The log end offset of each partition. */
+  def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = {
+    if (partitions.isEmpty) return Map.empty
+    val request = partitions.map(tp => tp -> OffsetSpec.latest()).toMap.asJava
+    await("listing end offsets", admin.listOffsets(request).all()).asScala.map { case (tp, info) => tp -> info.offset() }.toMap
+  }
+
+  /**
+   * Partitions assigned to members whose client id starts with `clientIdPrefix`, counting only
+   * members that have caught up with the group's target assignment (their member epoch has reached
+   * it), so they are fetching those partitions rather than about to.
+   */
+  def assignedPartitions(clientIdPrefix: String): Set[TopicPartition] = {
+    val described = try {
+      await(s"describing share group '$group'", admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group))
+    } catch {
+      case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => return Set.empty
+    }
+    described.members().asScala
+      .filter(m => m.clientId().startsWith(clientIdPrefix) && m.memberEpoch() >= described.targetAssignmentEpoch())
+      .flatMap(_.assignment().topicPartitions().asScala).toSet
   }
 
   /** The group's state, members and per-partition progress, for monitoring; None if the group does not exist. */

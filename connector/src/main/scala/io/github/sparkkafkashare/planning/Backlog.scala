@@ -1,0 +1,41 @@
+package io.github.sparkkafkashare.planning
+
+import org.apache.kafka.common.TopicPartition
+
+/**
+ * Whether the share group has records this query should poll for, so an idle stream plans no
+ * batches. Kafka reports a lag per share-partition, but none for a partition whose share state it
+ * has not persisted yet (a new group at `latest` that has read nothing). Such a partition counts as
+ * empty once a round that had it assigned to this query's consumers acquired nothing, and its log
+ * has not grown since that round began.
+ *
+ * @param clientIdPrefix the client id prefix of this query run's consumers
+ */
+private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String) {
+
+  private var lags: Map[TopicPartition, Option[Long]] = Map.empty
+  /** End offsets of unreported partitions as of the start of a round that found nothing in them. */
+  private var quiet: Map[TopicPartition, Long] = Map.empty
+
+  /** Records left for the group in `topics`; None when Kafka cannot say and they may hold some. */
+  def refresh(topics: Set[String]): Option[Long] = {
+    lags = admin.lags(topics)
+    val unreported = lags.collect { case (tp, None) => tp }.toSet
+    val known = lags.values.flatten.sum
+    if (unreported.isEmpty) Some(known)
+    else {
+      val ends = admin.endOffsets(unreported.filter(quiet.contains))
+      if (unreported.forall(tp => ends.get(tp).exists(quiet.get(tp).contains))) Some(known) else None
+    }
+  }
+
+  /** Taken when a round is planned: the unreported partitions its consumers will fetch, with their end offsets. */
+  def roundStart(): Map[TopicPartition, Long] = {
+    val unreported = lags.collect { case (tp, None) => tp }.toSet
+    if (unreported.isEmpty) Map.empty
+    else admin.endOffsets(unreported intersect admin.assignedPartitions(clientIdPrefix))
+  }
+
+  /** The round that began with `atRoundStart` acquired nothing. */
+  def roundFoundNothing(atRoundStart: Map[TopicPartition, Long]): Unit = quiet ++= atRoundStart
+}

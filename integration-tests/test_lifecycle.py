@@ -1,0 +1,140 @@
+"""When records are acknowledged, where a new group starts, and what a stopped or idle query leaves
+behind, checked against the real broker."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from conftest import KafkaCluster, share_stream, values, wait_until
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import col
+
+
+def consumer_threads(spark: SparkSession) -> int:
+    """Kafka consumer background threads alive in the driver JVM (local mode: the executor too)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    threads = jvm.java.lang.Thread.getAllStackTraces().keySet().toArray()
+    return sum(1 for t in threads if t.getName().startswith("consumer_background_thread"))
+
+
+def collect_values(df: DataFrame, out: list[str], trigger_ms: int = 200):  # type: ignore[no-untyped-def]
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        out.extend(r.value for r in batch.select(col("value").cast("string").alias("value")).collect())
+
+    return df.writeStream.foreachBatch(sink).trigger(processingTime=f"{trigger_ms} milliseconds").start()
+
+
+def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_does_not(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    before = values(100, "before")
+    kafka.produce(topic, before)
+
+    from_earliest: list[str] = []
+    q = share_stream(spark, topic, group + "-earliest", startingOffsets="earliest")
+    query = q.writeStream.foreachBatch(
+        lambda b, _: from_earliest.extend(r.v for r in b.selectExpr("cast(value as string) v").collect())
+    )
+    assert query.trigger(availableNow=True).start().awaitTermination(120)
+    assert sorted(from_earliest) == before
+
+    from_default: list[str] = []
+    running = collect_values(share_stream(spark, topic, group + "-default"), from_default)
+    try:
+        # The group starts at the end of the topic as of its consumers' first fetch, which follows
+        # their assignment within moments (Kafka does not report an unread share-partition's state).
+        def assigned() -> bool:
+            members = kafka.group_state(group + "-default")["members"]
+            return bool(members) and all(m["assignment"] for m in members)
+
+        wait_until(assigned, 60, "the new group's consumers were assigned the partition")
+        time.sleep(3)
+        after = values(50, "after")
+        kafka.produce(topic, after)
+        wait_until(lambda: len(from_default) >= 50, 60, "records produced after the start were read")
+        time.sleep(1)
+    finally:
+        running.stop()
+    assert sorted(from_default) == after
+
+
+def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    expected = values(300)
+    kafka.produce(topic, expected)
+    got: list[str] = []
+    query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got)
+    try:
+        wait_until(lambda: len(got) >= 300, 60, "every record was read")
+        # No new records arrive, yet the last batch is acknowledged well within the 30 s lock.
+        wait_until(lambda: kafka.total_lag(group) == 0, 15, "the last batch was acknowledged")
+        assert kafka.group_state(group)["members"], "the query should still be running"
+        settled = query.lastProgress["batchId"]
+        time.sleep(6)
+        assert query.lastProgress["batchId"] - settled <= 1, "an idle stream kept planning batches"
+    finally:
+        query.stop()
+    assert sorted(got) == expected
+
+
+def test_stop_closes_every_consumer_and_leaves_the_group(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(1000), key=str)
+    got: list[str] = []
+    query = collect_values(
+        share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "3"}), got
+    )
+    try:
+        wait_until(lambda: len(got) >= 1000, 60, "every record was read")
+        assert consumer_threads(spark) >= 3
+        assert len(kafka.group_state(group)["members"]) == 3
+    finally:
+        query.stop()
+    wait_until(lambda: consumer_threads(spark) == 0, 10, "consumer threads ended")
+    assert kafka.group_state(group)["members"] == []
+    assert kafka.total_lag(group) == 0, "stop must acknowledge what the query committed"
+
+
+def test_records_of_a_batch_that_never_committed_are_delivered_again(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """The sink writes, then the batch fails before Spark's commit: nothing was acknowledged."""
+    topic = kafka.new_topic()
+    expected = values(500)
+    kafka.produce(topic, expected)
+    written = tmp_path / "written-before-failure.json"
+
+    def write_then_fail(batch: DataFrame, _batch_id: int) -> None:
+        rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
+        if rows:
+            written.write_text(json.dumps(rows))
+            raise RuntimeError("failing after the sink wrote, before the batch commits")
+
+    options = {"startingOffsets": "earliest", "kafka.share.parallelism": "2"}
+    failing = share_stream(spark, topic, group, **options).writeStream.foreachBatch(write_then_fail)
+    with pytest.raises(StreamingQueryException, match="failing after the sink wrote"):
+        failing.trigger(availableNow=True).start().awaitTermination(120)
+    first_attempt = set(json.loads(written.read_text()))
+    assert first_attempt
+
+    again = share_stream(spark, topic, group, **options).select(
+        col("value").cast("string").alias("value"), "deliveryCount"
+    )
+    rows: list[tuple[str, int]] = []
+    rerun = again.writeStream.foreachBatch(
+        lambda b, _: rows.extend((r.value, r.deliveryCount) for r in b.collect())
+    ).trigger(availableNow=True)
+    assert rerun.start().awaitTermination(120)
+
+    assert sorted(v for v, _ in rows) == expected
+    redelivered = {v for v, count in rows if count >= 2}
+    assert first_attempt <= redelivered, "records the failed batch held were acknowledged before its commit"
+    assert kafka.total_lag(group) == 0
