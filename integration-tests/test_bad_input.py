@@ -1,0 +1,168 @@
+"""Bad input fails at load() or query start with a message that names the option and the fix."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import BOOTSTRAP
+from pyspark.errors import IllegalArgumentException, StreamingQueryException
+from pyspark.sql import SparkSession
+
+VALID = {"kafka.bootstrap.servers": BOOTSTRAP, "kafka.share.group.id": "g", "subscribe": "t"}
+
+
+def load(spark: SparkSession, options: dict[str, str]) -> None:
+    spark.readStream.format("kafka-share").options(**options).load()
+
+
+def without(key: str) -> dict[str, str]:
+    return {k: v for k, v in VALID.items() if k != key}
+
+
+OWNED = [
+    ("group.id", "sets it from option 'kafka.share.group.id'"),
+    ("group.type", "always uses a share group"),
+    ("key.deserializer", "keys are always returned as binary"),
+    ("value.deserializer", "values are always returned as binary"),
+    ("share.acknowledgement.mode", "acknowledges records itself after Spark commits"),
+    ("share.auto.offset.reset", "use option 'startingOffsets'"),
+    ("enable.auto.commit", "share consumers do not accept it"),
+    ("auto.offset.reset", "share consumers do not accept it"),
+    ("interceptor.classes", "share consumers do not accept it"),
+    ("isolation.level", "share consumers do not accept it"),
+    ("group.instance.id", "share consumers do not accept it"),
+    ("session.timeout.ms", "share consumers do not accept it"),
+    ("partition.assignment.strategy", "share consumers do not accept it"),
+]
+
+CASES = [
+    pytest.param(
+        without("kafka.bootstrap.servers"),
+        "[KAFKA_SHARE_MISSING_OPTION] Option 'kafka.bootstrap.servers' is required",
+        id="missing-bootstrap",
+    ),
+    pytest.param(
+        without("kafka.share.group.id"),
+        "[KAFKA_SHARE_MISSING_OPTION] Option 'kafka.share.group.id' is required",
+        id="missing-group",
+    ),
+    pytest.param(without("subscribe"), "[KAFKA_SHARE_NO_SUBSCRIPTION] One of the options 'subscribe'", id="no-topics"),
+    pytest.param(
+        {**VALID, "subscribePattern": "t.*"},
+        "Options 'subscribe', 'subscribePattern' cannot be used together",
+        id="subscribe-and-pattern",
+    ),
+    pytest.param(
+        {**without("subscribe"), "subscribePattern": "t[("},
+        "Invalid value 't[(' for option 'subscribePattern': expected a Java regex",
+        id="bad-pattern",
+    ),
+    pytest.param(
+        {**without("subscribe"), "assign": '{"t":[0]}'},
+        "Option 'assign' is not supported by the kafka-share source: share groups assign partitions on the broker",
+        id="assign",
+    ),
+    pytest.param(
+        {**VALID, "kafka.share.acknowledgment.mode": "auto"},
+        "Invalid value 'auto' for option 'kafka.share.acknowledgment.mode': expected one of 'implicit', 'explicit'",
+        id="unknown-ack-mode",
+    ),
+    pytest.param(
+        {**VALID, "kafka.share.exactly.once.strategy": "magic"},
+        "Invalid value 'magic' for option 'kafka.share.exactly.once.strategy': expected one of 'none', "
+        "'idempotent', 'checkpoint-dedup', 'two-phase-commit'",
+        id="unknown-strategy",
+    ),
+    pytest.param(
+        {**VALID, "kafka.share.exactly.once.strategy": "two-phase-commit"},
+        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.exactly.once.strategy' = 'two-phase-commit'",
+        id="strategy-not-yet",
+    ),
+    pytest.param(
+        {**VALID, "kafka.share.acknowledgment.mode": "explicit"},
+        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.acknowledgment.mode' = 'explicit'",
+        id="explicit-not-yet",
+    ),
+    *[
+        pytest.param(
+            {**VALID, option: value},
+            f"Invalid value '{value}' for option '{option}': expected a positive whole number",
+            id=f"{option}={value}",
+        )
+        for option in ("kafka.share.parallelism", "maxRecordsPerTrigger", "pollTimeoutMs", "kafka.share.lock.timeout.ms")
+        for value in ("0", "-3", "ten")
+    ],
+    pytest.param(
+        {**VALID, "includeHeaders": "yes"},
+        "Invalid value 'yes' for option 'includeHeaders': expected 'true' or 'false'",
+        id="headers-not-boolean",
+    ),
+    pytest.param(
+        {**VALID, "startingOffsets": "yesterday"},
+        "Invalid value 'yesterday' for option 'startingOffsets': expected 'earliest', 'latest', or a non-negative "
+        "ISO-8601 duration",
+        id="bad-starting-offsets",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), CASES)
+def test_bad_option_fails_at_load(spark: SparkSession, options: dict[str, str], message: str) -> None:
+    with pytest.raises(IllegalArgumentException) as failure:
+        load(spark, options)
+    assert message in str(failure.value)
+
+
+@pytest.mark.parametrize(("config", "reason"), OWNED, ids=[c for c, _ in OWNED])
+def test_kafka_setting_the_source_owns_or_a_share_consumer_rejects(
+    spark: SparkSession, config: str, reason: str
+) -> None:
+    with pytest.raises(IllegalArgumentException) as failure:
+        load(spark, {**VALID, f"kafka.{config}": "x"})
+    message = str(failure.value)
+    assert f"[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.{config}' cannot be set" in message
+    assert reason in message
+
+
+def test_messages_never_echo_kafka_settings(spark: SparkSession) -> None:
+    secret = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'
+    with pytest.raises(IllegalArgumentException) as failure:
+        load(spark, {**VALID, "kafka.sasl.jaas.config": secret, "kafka.enable.auto.commit": "hunter2"})
+    assert "hunter2" not in str(failure.value)
+
+
+def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_delivery_count(spark: SparkSession) -> None:
+    df = spark.readStream.format("kafka-share").options(**VALID, includeHeaders="true").load()
+    assert df.isStreaming
+    assert [f.name for f in df.schema.fields] == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+        "deliveryCount",
+    ]
+
+
+def test_batch_read_points_to_available_now(spark: SparkSession) -> None:
+    with pytest.raises(Exception) as failure:
+        spark.read.format("kafka-share").options(**VALID).load()
+    message = str(failure.value)
+    assert "KAFKA_SHARE_BATCH_READ_UNSUPPORTED" in message
+    assert "readStream" in message and "availableNow=True" in message
+
+
+def test_unreachable_broker_fails_the_query_within_the_api_timeout(spark: SparkSession) -> None:
+    options = {**VALID, "kafka.bootstrap.servers": "localhost:1", "kafka.default.api.timeout.ms": "3000"}
+    started = time.monotonic()
+    query = spark.readStream.format("kafka-share").options(**options).load().writeStream.format("noop").start()
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(60)
+    assert time.monotonic() - started < 30
+    assert "[KAFKA_SHARE_BROKER_UNREACHABLE] Could not reach the Kafka cluster at localhost:1 within 3000 ms" in str(
+        failure.value
+    )
