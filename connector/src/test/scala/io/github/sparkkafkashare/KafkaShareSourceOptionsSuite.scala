@@ -1,0 +1,111 @@
+package io.github.sparkkafkashare
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.acknowledgements.HeldRecords
+import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
+import io.github.sparkkafkashare.options._
+import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+import org.scalatest.funsuite.AnyFunSuite
+
+class KafkaShareSourceOptionsSuite extends AnyFunSuite {
+
+  private val required = Map(
+    "kafka.bootstrap.servers" -> "b1:9092,b2:9092",
+    "kafka.share.group.id" -> "orders-workers",
+    "subscribe" -> "orders, payments")
+
+  private def parse(options: Map[String, String]): KafkaShareSourceOptions =
+    KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(options.asJava))
+
+  private def failure(options: Map[String, String]): KafkaShareThrowable =
+    intercept[KafkaShareIllegalArgumentException](parse(options))
+
+  test("defaults of a minimal query") {
+    val o = parse(required)
+    assert(o.connection == KafkaConnection("b1:9092,b2:9092", "orders-workers", Map.empty))
+    assert(o.subscription == Subscription.Topics(Seq("orders", "payments")))
+    assert(o.parallelism.isEmpty)
+    assert(o.acknowledgmentMode == AcknowledgmentMode.Implicit)
+    assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.None)
+    assert(!o.includeHeaders && o.maxRecordsPerTrigger.isEmpty && o.lockTimeoutMs.isEmpty && o.startingOffsets.isEmpty)
+    assert(o.pollTimeoutMs == KafkaShareSourceOptions.DefaultPollTimeoutMs)
+    assert(o.connection.apiTimeoutMs == KafkaShareSourceOptions.DefaultApiTimeoutMs)
+  }
+
+  test("typed values, case-insensitive names, and pass-through Kafka settings without our own") {
+    val o = parse(required - "subscribe" ++ Map(
+      "SUBSCRIBEPATTERN" -> "orders-.*",
+      "kafka.share.parallelism" -> "8",
+      "kafka.share.exactly.once.strategy" -> "IDEMPOTENT",
+      "kafka.share.lock.timeout.ms" -> "45000",
+      "includeHeaders" -> "true",
+      "maxRecordsPerTrigger" -> "1000",
+      "pollTimeoutMs" -> "500",
+      "startingOffsets" -> "pt30m",
+      "kafka.security.protocol" -> "SASL_SSL",
+      "kafka.default.api.timeout.ms" -> "5000"))
+    assert(o.subscription == Subscription.TopicPattern("orders-.*"))
+    assert(o.parallelism.contains(8) && o.lockTimeoutMs.contains(45000L) && o.maxRecordsPerTrigger.contains(1000L))
+    assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.Idempotent && o.includeHeaders && o.pollTimeoutMs == 500)
+    assert(o.startingOffsets.contains(StartingOffsets("by_duration:PT30M")))
+    assert(o.connection.kafkaParams == Map("security.protocol" -> "SASL_SSL", "default.api.timeout.ms" -> "5000"))
+    assert(o.connection.apiTimeoutMs == 5000)
+  }
+
+  test("startingOffsets accepts earliest, latest and Kafka's by_duration form") {
+    assert(parse(required + ("startingOffsets" -> "EARLIEST")).startingOffsets.contains(StartingOffsets("earliest")))
+    assert(parse(required + ("startingOffsets" -> "latest")).startingOffsets.contains(StartingOffsets("latest")))
+    assert(parse(required + ("startingOffsets" -> "by_duration:P1D")).startingOffsets.contains(StartingOffsets("by_duration:P1D")))
+    assert(failure(required + ("startingOffsets" -> "-PT1H")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE")
+  }
+
+  test("each bad input names its condition and option") {
+    val cases = Seq(
+      (required - "kafka.bootstrap.servers", "KAFKA_SHARE_MISSING_OPTION", "kafka.bootstrap.servers"),
+      (required - "kafka.share.group.id", "KAFKA_SHARE_MISSING_OPTION", "kafka.share.group.id"),
+      (required - "subscribe", "KAFKA_SHARE_NO_SUBSCRIPTION", "subscribePattern"),
+      (required + ("subscribePattern" -> "x"), "KAFKA_SHARE_CONFLICTING_OPTIONS", "subscribePattern"),
+      (required + ("subscribe" -> " , "), "KAFKA_SHARE_INVALID_OPTION_VALUE", "subscribe"),
+      (required + ("assign" -> "{}"), "KAFKA_SHARE_UNSUPPORTED_OPTION", "assign"),
+      (required + ("kafka.share.parallelism" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
+      (required + ("kafka.share.parallelism" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
+      (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.default.api.timeout.ms"),
+      (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
+      (required + ("kafka.share.exactly.once.strategy" -> "checkpoint-dedup"), "KAFKA_SHARE_NOT_YET_SUPPORTED", "none"),
+      (required + ("kafka.GROUP.ID" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.GROUP.ID"),
+      (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"))
+    cases.foreach { case (options, condition, named) =>
+      val e = failure(options)
+      assert(e.getCondition == condition, s"$options")
+      assert(e.asInstanceOf[Exception].getMessage.startsWith(s"[$condition] "))
+      assert(e.asInstanceOf[Exception].getMessage.contains(named), s"$condition should name $named")
+    }
+  }
+
+  test("share consumers always run in explicit mode, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
+    val o = parse(required ++ Map("maxRecordsPerTrigger" -> "1001", "kafka.fetch.max.bytes" -> "1048576"))
+    val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef")
+    assert(settings("share.acknowledgement.mode") == "explicit")
+    assert(settings("max.poll.records") == "251" && settings("share.acquire.mode") == "record_limit")
+    assert(settings("group.id") == "orders-workers" && settings("bootstrap.servers") == "b1:9092,b2:9092")
+    assert(settings("fetch.max.bytes") == "1048576")
+    assert(settings("client.id") == ShareConsumerSettings.clientIdPrefix("orders-workers", "0123456789abcdef"))
+    assert(!ShareConsumerSettings(parse(required), 4, "r").contains("max.poll.records"))
+  }
+
+  test("offsets round-trip through the checkpoint's JSON, and foreign offsets are refused") {
+    val offset = KafkaShareSourceOffset(42)
+    assert(KafkaShareSourceOffset.fromJson(offset.json()) == offset)
+    assert(intercept[IllegalStateException](KafkaShareSourceOffset.fromJson("""{"t":{"0":5}}""")).getMessage
+      .contains("new checkpoint location"))
+  }
+
+  test("held records are accepted once their round is committed and released otherwise") {
+    val held = new HeldRecords(7, java.util.List.of(new ConsumerRecord("t", 0, 1L, Array[Byte](), Array[Byte]())))
+    assert(held.settlement(committedThrough = 7) == AcknowledgeType.ACCEPT)
+    assert(held.settlement(committedThrough = 9) == AcknowledgeType.ACCEPT)
+    assert(held.settlement(committedThrough = 6) == AcknowledgeType.RELEASE)
+  }
+}
