@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -130,3 +132,20 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
 
 def values(n: int, prefix: str = "r") -> list[str]:
     return [f"{prefix}-{i:06d}" for i in range(n)]
+
+
+DRAIN_JOB = Path(__file__).parent / "jobs" / "drain_topic.py"
+
+
+def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:
+    """Runs jobs/drain_topic.py in a Spark application of its own; returns its exit code."""
+    (workdir / "out").mkdir(exist_ok=True)
+    command = [sys.executable, str(DRAIN_JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
+    command += ["--checkpoint", str(workdir / "checkpoint"), "--out", str(workdir / "out"), "--jar", JAR, *extra]
+    return subprocess.run(command, timeout=300, check=False).returncode
+
+
+def drained_rows(workdir: Path) -> list[tuple[str, int]]:
+    """(value, deliveryCount) of every record in the job's sink: the last write of each batch id."""
+    files = sorted((workdir / "out").glob("batch-*.json"))
+    return [(value, count) for f in files for value, count in json.loads(f.read_text())]

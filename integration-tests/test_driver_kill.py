@@ -6,20 +6,9 @@ from __future__ import annotations
 
 import collections
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import BOOTSTRAP, JAR, KafkaCluster, values
-
-JOB = Path(__file__).parent / "jobs" / "sink_then_kill.py"
-
-
-def run_job(topic: str, group: str, tmp_path: Path, *, kill: bool) -> int:
-    command = [sys.executable, str(JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
-    command += ["--checkpoint", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "out"), "--jar", JAR]
-    return subprocess.run([*command, *(["--kill"] if kill else [])], timeout=300, check=False).returncode
-
+from conftest import KafkaCluster, drained_rows, run_drain_job, values
 
 def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     kafka: KafkaCluster, group: str, tmp_path: Path
@@ -27,15 +16,12 @@ def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     topic = kafka.new_topic()
     expected = values(1_000)
     kafka.produce(topic, expected)
-    (tmp_path / "out").mkdir()
-
-    assert run_job(topic, group, tmp_path, kill=True) != 0
+    assert run_drain_job(topic, group, tmp_path, "--kill") != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
     assert killed, "the first run was killed before its sink saw any record"
 
-    assert run_job(topic, group, tmp_path, kill=False) == 0
-    # The sink's output: the last write of each batch id (the restart re-ran the killed batch id).
-    rows = [row for f in sorted((tmp_path / "out").glob("batch-*.json")) for row in json.loads(f.read_text())]
+    assert run_drain_job(topic, group, tmp_path) == 0
+    rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
     counts = collections.Counter(value for value, _ in rows)
     lost = set(expected) - set(counts)
     assert not lost, f"lost {len(lost)} records"

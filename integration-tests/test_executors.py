@@ -1,0 +1,31 @@
+"""Share consumers on executors in JVMs of their own (local-cluster mode): each slot's tasks must go
+back to the executor whose consumer acquired its records, or acknowledgements cannot be made and
+the records come back when their locks expire."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from conftest import KafkaCluster, drained_rows, run_drain_job, values
+
+
+def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_its_consumer(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(6_000)
+    kafka.produce(topic, expected, key=str)
+
+    master = "local-cluster[2,1,1024]"
+    assert run_drain_job(topic, group, tmp_path, "--master", master, "--parallelism", "4") == 0
+    assert (tmp_path / "out" / "executors.txt").read_text() == "2"
+
+    rows = drained_rows(tmp_path)
+    counts = collections.Counter(value for value, _ in rows)
+    assert set(expected) - set(counts) == set(), "records were lost"
+    assert [v for v, n in counts.items() if n > 1] == [], "records were duplicated"
+    # With 5 s locks, an acknowledgement that missed its consumer would have shown as a redelivery.
+    assert max(count for _, count in rows) == 1
+    assert kafka.total_lag(group) == 0
+    assert kafka.group_state(group)["members"] == []
