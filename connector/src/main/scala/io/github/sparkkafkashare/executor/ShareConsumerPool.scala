@@ -75,7 +75,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     slots.asScala.foreach { case (key, slot) =>
       if (!slot.lock.isLocked && slot.lastUsedNanos < cutoff) {
         logInfo(s"Closing the share consumer of slot ${key.slot} of run ${key.runId}: unused for $IdleTimeout")
-        close(key, committedThrough = -1L) // unknown fate: RELEASE, the group redelivers
+        close(key, committedThrough = -1L) // settled by what the slot itself last learned was committed
       }
     }
   }
