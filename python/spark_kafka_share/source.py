@@ -1,0 +1,48 @@
+"""Reading a Kafka share group as a streaming DataFrame."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from ._jvm import is_connect_session, raising_kafka_share_errors, require_connector
+from .options import KafkaShareOptions
+
+
+def read_share_stream(
+    spark: SparkSession, options: KafkaShareOptions | None = None, **fields: Any
+) -> DataFrame:
+    """``spark.readStream.format("kafka-share")`` with options checked in Python first.
+
+    Give the options as a :class:`KafkaShareOptions`, as its fields by keyword, or both (the
+    keywords then replace fields of ``options``)::
+
+        df = read_share_stream(spark, bootstrap_servers="localhost:9092", group_id="orders-processor",
+                               subscribe=["orders"])
+        query = (df.selectExpr("CAST(value AS STRING) AS order")
+                   .writeStream.format("console")
+                   .option("checkpointLocation", "/tmp/orders-checkpoint")
+                   .start())
+
+    The DataFrame has the columns ``key`` and ``value`` (binary), ``topic``, ``partition``, ``offset``,
+    ``timestamp``, ``timestampType``, ``headers`` (only with ``include_headers=True``) and
+    ``deliveryCount`` (1 on a record's first delivery).
+
+    Works with Spark Connect too, where the connector jar must be on the Connect server.
+
+    Raises:
+        KafkaShareConfigurationError: an option is missing, invalid or not supported yet.
+        KafkaShareConnectorNotFoundError: the classic session's JVM does not have the connector.
+    """
+    resolved = KafkaShareOptions(**fields) if options is None else dataclasses.replace(options, **fields)
+    resolved.validate()
+    if not is_connect_session(spark):
+        require_connector(spark)
+    with raising_kafka_share_errors():
+        df = spark.readStream.format("kafka-share").options(**resolved.to_options()).load()
+        if is_connect_session(spark):
+            # Spark Connect is lazy: have the server check the options now, as load() does in classic.
+            _ = df.schema
+        return df

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from pyspark.sql import SparkSession
+
+import spark_kafka_share
+from spark_kafka_share import (
+    KafkaShareConfigurationError,
+    KafkaShareConnectNotSupportedError,
+    KafkaShareConnectorNotFoundError,
+    KafkaShareOptions,
+    configure_spark_with_kafka_share,
+    jar_path,
+    read_share_stream,
+    share_group_state,
+)
+from spark_kafka_share._jvm import is_connect_session, require_connector
+
+from .cases import VALID
+from .fakes import FakeConnectSession, FakeDataFrame, py4j_error
+
+
+@pytest.fixture
+def bundled_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    jar = tmp_path / "jars" / "spark-kafka-share-assembly.jar"
+    jar.parent.mkdir()
+    jar.write_bytes(b"PK")
+    monkeypatch.setattr(spark_kafka_share.session, "_BUNDLED_JAR", jar)
+    return jar
+
+
+def test_jar_path_is_the_bundled_jar(bundled_jar: Path) -> None:
+    assert jar_path() == str(bundled_jar)
+
+
+def test_jar_path_says_how_to_get_the_jar_when_it_is_not_bundled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spark_kafka_share.session, "_BUNDLED_JAR", tmp_path / "missing.jar")
+    with pytest.raises(KafkaShareConnectorNotFoundError) as raised:
+        jar_path()
+    assert raised.value.condition == "KAFKA_SHARE_JAR_NOT_FOUND"
+    assert str(tmp_path / "missing.jar") in str(raised.value)
+    assert "python/build-wheel.sh" in str(raised.value)
+
+
+def test_configure_adds_the_jar_to_spark_jars(bundled_jar: Path) -> None:
+    builder = SparkSession.builder.master("local[1]")
+    assert configure_spark_with_kafka_share(builder) is builder
+    assert builder._options["spark.jars"] == str(bundled_jar)
+
+
+def test_configure_keeps_the_jars_already_configured(bundled_jar: Path) -> None:
+    builder = SparkSession.builder.config("spark.jars", "/opt/a.jar,/opt/b.jar")
+    configure_spark_with_kafka_share(configure_spark_with_kafka_share(builder))
+    assert builder._options["spark.jars"] == f"/opt/a.jar,/opt/b.jar,{bundled_jar}"
+
+
+def test_connect_sessions_are_told_from_classic_ones() -> None:
+    assert is_connect_session(cast(SparkSession, FakeConnectSession()))
+    assert not is_connect_session(SparkSession.__new__(SparkSession))
+
+
+def test_require_connector_says_how_to_add_the_jar() -> None:
+    def class_not_found(*args: Any) -> None:
+        raise py4j_error("io.github.sparkkafkashare.KafkaShareSourceProvider")
+
+    jvm = SimpleNamespace(
+        java=SimpleNamespace(
+            lang=SimpleNamespace(
+                Class=SimpleNamespace(forName=class_not_found),
+                Thread=SimpleNamespace(
+                    currentThread=lambda: SimpleNamespace(getContextClassLoader=lambda: None)
+                ),
+            )
+        )
+    )
+    spark = cast(SparkSession, SimpleNamespace(_jvm=jvm))
+    with pytest.raises(KafkaShareConnectorNotFoundError) as raised:
+        require_connector(spark)
+    assert raised.value.condition == "KAFKA_SHARE_CONNECTOR_NOT_LOADED"
+    assert "configure_spark_with_kafka_share" in str(raised.value)
+    assert "--jars" in str(raised.value)
+
+
+def test_read_share_stream_under_spark_connect_passes_options_and_analyzes() -> None:
+    spark = FakeConnectSession()
+    df = read_share_stream(cast(SparkSession, spark), KafkaShareOptions(**VALID), parallelism=3)
+    assert cast(FakeDataFrame, df).analyzed  # so the server checks the options at once
+    assert spark.readStream.source == "kafka-share"
+    assert spark.readStream.given == KafkaShareOptions(**VALID, parallelism=3).to_options()
+
+
+def test_read_share_stream_accepts_fields_as_keywords() -> None:
+    spark = FakeConnectSession()
+    read_share_stream(cast(SparkSession, spark), **VALID, include_headers=True)
+    assert spark.readStream.given["includeHeaders"] == "true"
+
+
+def test_read_share_stream_checks_options_before_using_spark() -> None:
+    with pytest.raises(KafkaShareConfigurationError, match="KAFKA_SHARE_NO_SUBSCRIPTION"):
+        read_share_stream(cast(SparkSession, object()), bootstrap_servers="localhost:9092", group_id="g")
+
+
+def test_share_group_state_needs_a_classic_session() -> None:
+    with pytest.raises(NotImplementedError) as raised:
+        share_group_state(cast(SparkSession, FakeConnectSession()), "localhost:9092", "g")
+    assert isinstance(raised.value, KafkaShareConnectNotSupportedError)
+    assert raised.value.condition == "KAFKA_SHARE_CLASSIC_SESSION_REQUIRED"
