@@ -12,7 +12,9 @@ export KAFKA_BOOTSTRAP_SERVERS ?= localhost:$(KAFKA_PORT)
 export SPARK_KAFKA_SHARE_JAR := $(CURDIR)/$(JAR)
 SBT := ./dev/sbt
 
-.PHONY: help venv jar kafka-up kafka-down demo test test-scala test-python lint clean
+WHEEL := dist/spark_kafka_share-$(subst -SNAPSHOT,,$(VERSION))-py3-none-any.whl
+
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python lint clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
@@ -34,16 +36,24 @@ $(JAR): $(VENV)/.installed build.sbt project/plugins.sbt project/build.propertie
 
 jar: $(JAR)
 
+# The Python package with the connector jar inside.
+$(WHEEL): $(JAR) $(shell find python/spark_kafka_share -name '*.py') python/pyproject.toml
+	PYTHON=$(VENV_PY) python/build-wheel.sh $(JAR) dist
+
+wheel: $(WHEEL)
+
 kafka-up:
 	dev/kafka-local/kafka-local start
 
 kafka-down:
 	dev/kafka-local/kafka-local stop
 
-demo: $(JAR) kafka-up
-	$(VENV_PY) python/examples/share_stream_demo.py --bootstrap-servers $(KAFKA_BOOTSTRAP_SERVERS) --jar $(JAR)
+# Installs the wheel into the venv, as a user would pip-install it, and runs dev/demo.
+demo: $(WHEEL) kafka-up
+	$(VENV_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL)
+	dev/demo
 
-test-scala: $(VENV)/.installed kafka-up
+test-scala: $(VENV)/.installed
 	$(SBT) connector/test < /dev/null
 
 lint: $(VENV)/.installed
@@ -58,4 +68,4 @@ test-python: $(JAR) kafka-up lint
 test: test-scala test-python
 
 clean:
-	rm -rf connector/target target project/target project/project dev/kafka-local/target
+	rm -rf connector/target target project/target project/project dev/kafka-local/target dist

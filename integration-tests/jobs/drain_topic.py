@@ -22,7 +22,7 @@ for name in ("--bootstrap", "--topic", "--group", "--checkpoint", "--out", "--ja
     parser.add_argument(name, required=True)
 parser.add_argument("--master", default="local[2]")
 parser.add_argument("--parallelism", default="2")
-parser.add_argument("--lock-timeout-ms", default="5000")
+parser.add_argument("--lock-timeout-ms", default="15000")
 parser.add_argument("--kill", action="store_true")
 args = parser.parse_args()
 out = Path(args.out)
