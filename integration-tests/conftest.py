@@ -141,7 +141,15 @@ def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:
     """Runs jobs/drain_topic.py in a Spark application of its own; returns its exit code."""
     (workdir / "out").mkdir(exist_ok=True)
     command = [sys.executable, str(DRAIN_JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
-    command += ["--checkpoint", str(workdir / "checkpoint"), "--out", str(workdir / "out"), "--jar", JAR, *extra]
+    command += [
+        "--checkpoint",
+        str(workdir / "checkpoint"),
+        "--out",
+        str(workdir / "out"),
+        "--jar",
+        JAR,
+        *extra,
+    ]
     return subprocess.run(command, timeout=300, check=False).returncode
 
 

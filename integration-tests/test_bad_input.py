@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import BOOTSTRAP
-from pyspark.errors import IllegalArgumentException, StreamingQueryException
+from pyspark.errors import IllegalArgumentException, StreamingQueryException, UnsupportedOperationException
 from pyspark.sql import SparkSession
+
+from conftest import BOOTSTRAP
 
 VALID = {"kafka.bootstrap.servers": BOOTSTRAP, "kafka.share.group.id": "g", "subscribe": "t"}
 
@@ -47,7 +48,9 @@ CASES = [
         "[KAFKA_SHARE_MISSING_OPTION] Option 'kafka.share.group.id' is required",
         id="missing-group",
     ),
-    pytest.param(without("subscribe"), "[KAFKA_SHARE_NO_SUBSCRIPTION] One of the options 'subscribe'", id="no-topics"),
+    pytest.param(
+        without("subscribe"), "[KAFKA_SHARE_NO_SUBSCRIPTION] One of the options 'subscribe'", id="no-topics"
+    ),
     pytest.param(
         {**VALID, "subscribePattern": "t.*"},
         "Options 'subscribe', 'subscribePattern' cannot be used together",
@@ -60,12 +63,14 @@ CASES = [
     ),
     pytest.param(
         {**without("subscribe"), "assign": '{"t":[0]}'},
-        "Option 'assign' is not supported by the kafka-share source: share groups assign partitions on the broker",
+        "Option 'assign' is not supported by the kafka-share source: "
+        "share groups assign partitions on the broker",
         id="assign",
     ),
     pytest.param(
         {**VALID, "kafka.share.acknowledgment.mode": "auto"},
-        "Invalid value 'auto' for option 'kafka.share.acknowledgment.mode': expected one of 'implicit', 'explicit'",
+        "Invalid value 'auto' for option 'kafka.share.acknowledgment.mode': "
+        "expected one of 'implicit', 'explicit'",
         id="unknown-ack-mode",
     ),
     pytest.param(
@@ -90,7 +95,12 @@ CASES = [
             f"Invalid value '{value}' for option '{option}': expected a positive whole number",
             id=f"{option}={value}",
         )
-        for option in ("kafka.share.parallelism", "maxRecordsPerTrigger", "pollTimeoutMs", "kafka.share.lock.timeout.ms")
+        for option in (
+            "kafka.share.parallelism",
+            "maxRecordsPerTrigger",
+            "pollTimeoutMs",
+            "kafka.share.lock.timeout.ms",
+        )
         for value in ("0", "-3", "ten")
     ],
     pytest.param(
@@ -100,8 +110,8 @@ CASES = [
     ),
     pytest.param(
         {**VALID, "startingOffsets": "yesterday"},
-        "Invalid value 'yesterday' for option 'startingOffsets': expected 'earliest', 'latest', or a non-negative "
-        "ISO-8601 duration",
+        "Invalid value 'yesterday' for option 'startingOffsets': "
+        "expected 'earliest', 'latest', or a non-negative ISO-8601 duration",
         id="bad-starting-offsets",
     ),
 ]
@@ -132,7 +142,9 @@ def test_messages_never_echo_kafka_settings(spark: SparkSession) -> None:
     assert "hunter2" not in str(failure.value)
 
 
-def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_delivery_count(spark: SparkSession) -> None:
+def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_delivery_count(
+    spark: SparkSession,
+) -> None:
     df = spark.readStream.format("kafka-share").options(**VALID, includeHeaders="true").load()
     assert df.isStreaming
     assert [f.name for f in df.schema.fields] == [
@@ -149,20 +161,23 @@ def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_deliver
 
 
 def test_batch_read_points_to_available_now(spark: SparkSession) -> None:
-    with pytest.raises(Exception) as failure:
+    with pytest.raises(UnsupportedOperationException, match="KAFKA_SHARE_BATCH_READ_UNSUPPORTED") as failure:
         spark.read.format("kafka-share").options(**VALID).load()
     message = str(failure.value)
-    assert "KAFKA_SHARE_BATCH_READ_UNSUPPORTED" in message
-    assert "readStream" in message and "availableNow=True" in message
+    assert "spark.readStream.format" in message
+    assert "trigger(availableNow=True)" in message
 
 
 def test_unreachable_broker_fails_the_query_within_the_api_timeout(spark: SparkSession) -> None:
     options = {**VALID, "kafka.bootstrap.servers": "localhost:1", "kafka.default.api.timeout.ms": "3000"}
     started = time.monotonic()
-    query = spark.readStream.format("kafka-share").options(**options).load().writeStream.format("noop").start()
+    query = (
+        spark.readStream.format("kafka-share").options(**options).load().writeStream.format("noop").start()
+    )
     with pytest.raises(StreamingQueryException) as failure:
         query.awaitTermination(60)
     assert time.monotonic() - started < 30
-    assert "[KAFKA_SHARE_BROKER_UNREACHABLE] Could not reach the Kafka cluster at localhost:1 within 3000 ms" in str(
-        failure.value
+    assert (
+        "[KAFKA_SHARE_BROKER_UNREACHABLE] Could not reach the Kafka cluster at localhost:1 within 3000 ms"
+        in str(failure.value)
     )

@@ -6,12 +6,12 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
-from conftest import KafkaCluster, share_stream, values, wait_until
-from pyspark.sql import DataFrame, SparkSession
 from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.streaming import StreamingQuery
 
+from conftest import KafkaCluster, share_stream, values, wait_until
 
 SINK_SCHEMA = "value string, partition int, offset long, deliveryCount int"
 
@@ -23,7 +23,11 @@ def parquet_query(df: DataFrame, out: Path, *, available_now: bool = True) -> St
         .option("path", str(out / "data"))
         .option("checkpointLocation", str(out / "checkpoint"))
     )
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="200 milliseconds")
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime="200 milliseconds")
+    )
     return writer.start()
 
 
@@ -58,7 +62,7 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert [(p["partition"], p["lag"]) for p in state["partitions"]] == [(0, 0)]
     assert state["members"] == [], "stopped query left consumers in the group"
     metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
-    assert metrics.get("recordsAcquired") == "10000" and metrics.get("recordsAccepted") == "10000"
+    assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
 
 
 def test_two_queries_in_one_group_split_the_records(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import KafkaCluster, drained_rows, run_drain_job, values
 
+
 def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -8,10 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import KafkaCluster, share_stream, values, wait_until
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col
+
+from conftest import KafkaCluster, share_stream, values, wait_until
 
 
 def consumer_threads(spark: SparkSession) -> int:
@@ -85,7 +86,9 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
     assert sorted(got) == expected
 
 
-def test_stop_closes_every_consumer_and_leaves_the_group(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:
+def test_stop_closes_every_consumer_and_leaves_the_group(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(1000), key=str)
     got: list[str] = []

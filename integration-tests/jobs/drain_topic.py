@@ -1,7 +1,8 @@
 """Drains a topic with a kafka-share query (Trigger.AvailableNow) in a Spark application of its own.
 
-The sink writes each batch to `<out>/batch-<id>.json` (idempotent per batch id). With --kill, the driver JVM is SIGKILLed right after the first non-empty batch
-is written and before Spark can commit it; its rows are also kept in `<out>/killed.json`.
+The sink writes each batch to `<out>/batch-<id>.json` (idempotent per batch id). With --kill, the
+driver JVM is SIGKILLed right after the first non-empty batch is written and before Spark can commit
+it; its rows are also kept in `<out>/killed.json`.
 
 Used by tests that need a fresh driver (test_driver_kill.py) or executors in JVMs of their own
 (test_executors.py, with --master local-cluster[...]).

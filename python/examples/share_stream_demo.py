@@ -7,7 +7,13 @@ import argparse
 import tempfile
 
 from pyspark.sql import SparkSession
-from spark_kafka_share import KafkaShareOptions, configure_spark_with_kafka_share, read_share_stream, share_group_state
+
+from spark_kafka_share import (
+    KafkaShareOptions,
+    configure_spark_with_kafka_share,
+    read_share_stream,
+    share_group_state,
+)
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--bootstrap-servers", default="localhost:9092")
@@ -15,7 +21,9 @@ parser.add_argument("--topic", required=True)
 parser.add_argument("--group", required=True)
 args = parser.parse_args()
 
-builder = SparkSession.builder.master("local[2]").appName("kafka-share-demo").config("spark.ui.enabled", "false")
+builder = (
+    SparkSession.builder.master("local[2]").appName("kafka-share-demo").config("spark.ui.enabled", "false")
+)
 spark = configure_spark_with_kafka_share(builder).getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 
@@ -42,10 +50,12 @@ with tempfile.TemporaryDirectory() as checkpoint:
     query.awaitTermination()
 
 metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
-print(f"kafka-share read {metrics.get('recordsAcquired')} records and accepted {metrics.get('recordsAccepted')}.")
+acquired, accepted = metrics.get("recordsAcquired"), metrics.get("recordsAccepted")
+print(f"kafka-share read {acquired} records and accepted {accepted}.")
 
 state = share_group_state(spark, args.bootstrap_servers, args.group)
-print(f"Share group '{state.group_id}': state {state.state}, {len(state.members)} members, total lag {state.total_lag}")
+members = len(state.members)
+print(f"Share group '{state.group_id}': state {state.state}, {members} members, total lag {state.total_lag}")
 for p in state.partitions:
     print(f"  {p.topic}-{p.partition}: start offset {p.start_offset}, lag {p.lag}")
 spark.stop()
