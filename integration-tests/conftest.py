@@ -71,7 +71,9 @@ class KafkaCluster:
     spark: SparkSession
 
     def new_topic(self, partitions: int = 1) -> str:
-        name = f"t-{uuid.uuid4().hex[:10]}"
+        return self.new_topic_named(f"t-{uuid.uuid4().hex[:10]}", partitions)
+
+    def new_topic_named(self, name: str, partitions: int = 1) -> str:
         futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         futures[name].result(timeout=30)
         return name

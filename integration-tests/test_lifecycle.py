@@ -11,6 +11,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col
+from pyspark.sql.streaming import StreamingQuery
 
 from conftest import KafkaCluster, share_stream, values, wait_until
 
@@ -23,11 +24,16 @@ def consumer_threads(spark: SparkSession) -> int:
     return sum(1 for t in threads if t.getName().startswith("consumer_background_thread"))
 
 
-def collect_values(df: DataFrame, out: list[str], trigger_ms: int = 200):  # type: ignore[no-untyped-def]
+def collect_values(df: DataFrame, out: list[str], trigger_ms: int | None = 200) -> StreamingQuery:
+    """A query appending each record's value to `out`; `trigger_ms=None` is Spark's default trigger."""
+
     def sink(batch: DataFrame, _batch_id: int) -> None:
         out.extend(r.value for r in batch.select(col("value").cast("string").alias("value")).collect())
 
-    return df.writeStream.foreachBatch(sink).trigger(processingTime=f"{trigger_ms} milliseconds").start()
+    writer = df.writeStream.foreachBatch(sink)
+    if trigger_ms is not None:
+        writer = writer.trigger(processingTime=f"{trigger_ms} milliseconds")
+    return writer.start()
 
 
 def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_does_not(
@@ -65,14 +71,15 @@ def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_
     assert sorted(from_default) == after
 
 
+@pytest.mark.parametrize("trigger_ms", [None, 200], ids=["default-trigger", "processing-time"])
 def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
-    spark: SparkSession, kafka: KafkaCluster, group: str
+    spark: SparkSession, kafka: KafkaCluster, group: str, trigger_ms: int | None
 ) -> None:
     topic = kafka.new_topic()
     expected = values(300)
     kafka.produce(topic, expected)
     got: list[str] = []
-    query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got)
+    query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got, trigger_ms)
     try:
         wait_until(lambda: len(got) >= 300, 60, "every record was read")
         # No new records arrive, yet the last batch is acknowledged well within the 30 s lock.

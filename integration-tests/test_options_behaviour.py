@@ -1,0 +1,97 @@
+"""Options do what the user guide says, checked on the real broker."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import ConfigResource, ResourceType
+from pyspark.sql import DataFrame, SparkSession
+
+from conftest import BOOTSTRAP, KafkaCluster, share_stream, values
+
+
+def drain(df: DataFrame) -> list[list[tuple[str, ...]]]:
+    """Runs the query with Trigger.AvailableNow; returns each non-empty batch's (topic, value) rows."""
+    batches: list[list[tuple[str, ...]]] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = [(r.topic, r.v) for r in batch.selectExpr("topic", "cast(value as string) v").collect()]
+        if rows:
+            batches.append(rows)
+
+    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    return batches
+
+
+def test_subscribe_pattern_reads_every_matching_topic_and_no_other(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    matching = [kafka.new_topic_named(f"{prefix}-orders"), kafka.new_topic_named(f"{prefix}-refunds")]
+    other = kafka.new_topic_named(f"{prefix}x-other")
+    for topic in [*matching, other]:
+        kafka.produce(topic, values(50, topic))
+
+    df = (
+        spark.readStream.format("kafka-share")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("kafka.share.group.id", group)
+        .option("subscribePattern", f"{prefix}-.*")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    rows = [row for batch in drain(df) for row in batch]
+    assert sorted(v for _, v in rows) == sorted(values(50, matching[0]) + values(50, matching[1]))
+    assert {t for t, _ in rows} == set(matching)
+
+
+def test_max_records_per_trigger_caps_every_batch(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(1000))
+    options = {"startingOffsets": "earliest", "maxRecordsPerTrigger": "100", "kafka.share.parallelism": "2"}
+    batches = drain(share_stream(spark, topic, group, **options))
+    assert max(len(b) for b in batches) <= 100
+    assert len(batches) >= 10
+    assert sorted(v for b in batches for _, v in b) == values(1000)
+
+
+def test_include_headers_returns_record_headers(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:
+    topic = kafka.new_topic()
+    producer = Producer({"bootstrap.servers": BOOTSTRAP})
+    producer.produce(topic, value=b"with", headers=[("trace", b"abc"), ("trace", b"def"), ("kind", b"order")])
+    producer.produce(topic, value=b"without")
+    assert producer.flush(30) == 0
+
+    rows: list[tuple[str, list[tuple[str, bytes]]]] = []
+    df = share_stream(spark, topic, group, startingOffsets="earliest", includeHeaders="true")
+    query = df.writeStream.foreachBatch(
+        lambda b, _: rows.extend(
+            (bytes(r.value).decode(), [(h.key, bytes(h.value)) for h in r.headers or []]) for r in b.collect()
+        )
+    )
+    assert query.trigger(availableNow=True).start().awaitTermination(120)
+    assert sorted(rows) == [
+        ("with", [("trace", b"abc"), ("trace", b"def"), ("kind", b"order")]),
+        ("without", []),
+    ]
+
+
+def test_lock_timeout_sets_the_group_lock_duration(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(10))
+    df = share_stream(
+        spark, topic, group, startingOffsets="earliest", **{"kafka.share.lock.timeout.ms": "20000"}
+    )
+    assert len([v for b in drain(df) for _, v in b]) == 10
+
+    resource = ConfigResource(ResourceType.GROUP, group)
+    configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["share.record.lock.duration.ms"].value == "20000"
+    assert configs["share.auto.offset.reset"].value == "earliest"
