@@ -7,6 +7,7 @@ and produce records; the share group's state is read through Kafka's Admin API.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
@@ -159,3 +160,9 @@ def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     """(value, deliveryCount) of every record in the job's sink: the last write of each batch id."""
     files = sorted((workdir / "out").glob("batch-*.json"))
     return [(value, count) for f in files for value, count in json.loads(f.read_text())]
+
+
+def lost_and_duplicated(expected: list[str], got: list[str]) -> tuple[set[str], dict[str, int]]:
+    """The expected records missing from `got`, and the records `got` holds more than once."""
+    counts = collections.Counter(got)
+    return set(expected) - set(counts), {v: n for v, n in counts.items() if n > 1}

@@ -3,7 +3,6 @@ sink, and the acknowledgement state read back through Kafka's Admin API."""
 
 from __future__ import annotations
 
-import collections
 from pathlib import Path
 
 from pyspark import TaskContext
@@ -11,7 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.streaming import StreamingQuery
 
-from conftest import KafkaCluster, share_stream, values, wait_until
+from conftest import KafkaCluster, lost_and_duplicated, share_stream, values, wait_until
 
 SINK_SCHEMA = "value string, partition int, offset long, deliveryCount int"
 
@@ -36,11 +35,6 @@ def sink_values(spark: SparkSession, out: Path) -> list[str]:
     if not (out / "data" / "_spark_metadata").exists():
         return []
     return [r.value for r in spark.read.schema(SINK_SCHEMA).parquet(str(out / "data")).collect()]
-
-
-def lost_and_duplicated(expected: list[str], got: list[str]) -> tuple[set[str], dict[str, int]]:
-    counts = collections.Counter(got)
-    return set(expected) - set(counts), {v: n for v, n in counts.items() if n > 1}
 
 
 def test_every_record_once_with_more_consumers_than_partitions(

@@ -4,11 +4,10 @@ acknowledged, so the group delivers them again once their locks expire."""
 
 from __future__ import annotations
 
-import collections
 import json
 from pathlib import Path
 
-from conftest import KafkaCluster, drained_rows, run_drain_job, values
+from conftest import KafkaCluster, drained_rows, lost_and_duplicated, run_drain_job, values
 
 
 def test_driver_killed_between_sink_write_and_commit_loses_nothing(
@@ -23,8 +22,7 @@ def test_driver_killed_between_sink_write_and_commit_loses_nothing(
 
     assert run_drain_job(topic, group, tmp_path) == 0
     rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
-    counts = collections.Counter(value for value, _ in rows)
-    lost = set(expected) - set(counts)
+    lost, _ = lost_and_duplicated(expected, [value for value, _ in rows])
     assert not lost, f"lost {len(lost)} records"
     redelivered = {value for value, delivery_count in rows if delivery_count >= 2}
     assert killed <= redelivered, "records of the killed batch were acknowledged before Spark committed it"
