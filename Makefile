@@ -13,6 +13,10 @@ export SPARK_KAFKA_SHARE_JAR := $(CURDIR)/$(JAR)
 SBT := ./dev/sbt
 
 WHEEL := dist/spark_kafka_share-$(subst -SNAPSHOT,,$(VERSION))-py3-none-any.whl
+# pyspark and its dependencies as local wheels, for the test that installs the wheel with pip --no-index.
+WHEELHOUSE := dist/wheelhouse
+export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
+export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
 .PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python lint clean
 
@@ -42,6 +46,10 @@ $(WHEEL): $(JAR) $(shell find python/spark_kafka_share -name '*.py') python/pypr
 
 wheel: $(WHEEL)
 
+$(WHEELHOUSE)/.done: $(VENV)/.installed
+	$(VENV_PY) -m pip wheel --quiet -w $(WHEELHOUSE) $$(grep '^pyspark==' python/requirements-dev.txt)
+	touch $@
+
 kafka-up:
 	dev/kafka-local/kafka-local start
 
@@ -62,7 +70,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/spark_kafka_share
 
 # One pytest run for Python unit tests and the integration suites, so its summary is the last line.
-test-python: $(JAR) kafka-up lint
+test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	$(VENV)/bin/pytest python/tests integration-tests
 
 test: test-scala test-python
