@@ -18,7 +18,7 @@ WHEELHOUSE := dist/wheelhouse
 export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
 export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python lint clean
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python lint bench clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
@@ -65,8 +65,8 @@ test-scala: $(VENV)/.installed
 	$(SBT) connector/test < /dev/null
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check python integration-tests
-	$(VENV)/bin/ruff format --check python integration-tests
+	$(VENV)/bin/ruff check python integration-tests benchmarks
+	$(VENV)/bin/ruff format --check python integration-tests benchmarks
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/spark_kafka_share
 
 # One pytest run for Python unit tests and the integration suites, so its summary is the last line.
@@ -77,3 +77,8 @@ test: test-scala test-python
 
 clean:
 	rm -rf connector/target target project/target project/project dev/kafka-local/target dist
+
+# Throughput, batch latency and heap of kafka-share against Kafka's own share-consumer perf tool, on
+# the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data.
+bench: $(JAR) kafka-up
+	$(VENV_PY) benchmarks/bench.py --jar $(JAR)
