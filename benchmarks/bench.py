@@ -4,7 +4,9 @@ Scenarios (each reads with a share group of its own, from the earliest record):
   a) raw limit: `kafka-share-consumer-perf-test` with as many consumer threads as Spark consumers;
   b) kafka-share draining the topic with Trigger.AvailableNow into the `noop` sink, parallelism 1, 2, 4;
   d) 1 ms of work per record (Thread.sleep through SQL `reflect`, as an I/O-bound job would wait) on a
-     1-partition topic, kafka-share at parallelism 1, 2 and 4: the case share groups exist for.
+     1-partition topic, kafka-share at parallelism 1, 2 and 4: the case share groups exist for; once
+     with default consumer settings and once tuned to spread records over consumers
+     (`share.acquire.mode=record_limit`, `max.poll.records=250`).
 Spark's own `kafka` source (scenario c) is not measured: see docs/benchmarks.md.
 
 Writes benchmarks/results/<UTC time>.json and prints a table.
@@ -138,6 +140,9 @@ def peak_heap_mb(spark: SparkSession) -> float:
     return sum(heap) / 2**20
 
 
+TUNED_FOR_WORK = {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}
+
+
 def kafka_share(
     spark: SparkSession,
     scenario: str,
@@ -145,6 +150,7 @@ def kafka_share(
     parallelism: int,
     records: int,
     work_ms: int = 0,
+    options: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     df = (
         spark.readStream.format("kafka-share")
@@ -152,6 +158,7 @@ def kafka_share(
         .option("kafka.share.group.id", new_group("bench-share"))
         .option("subscribe", topic)
         .option("kafka.share.parallelism", str(parallelism))
+        .options(**(options or {}))
         .load()
     )
     if work_ms:
@@ -220,19 +227,12 @@ def main() -> None:
             results.append(share | {"partitions": partitions})
             print(json.dumps(results[-2:]), flush=True)
     work_topic = make_topic(1, args.work_records)
-    for consumers in (1, 2, 4):
-        results.append(
-            kafka_share(
-                spark,
-                f"d) 1 ms/record P={consumers}",
-                work_topic,
-                consumers,
-                args.work_records,
-                work_ms=1,
-            )
-            | {"partitions": 1}
-        )
-        print(json.dumps(results[-1]), flush=True)
+    for variant, options in (("default", None), ("tuned", TUNED_FOR_WORK)):
+        for consumers in (1, 2, 4):
+            scenario = f"d) 1 ms/record {variant} P={consumers}"
+            result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
+            results.append(result | {"partitions": 1, "variant": variant})
+            print(json.dumps(results[-1]), flush=True)
     spark.stop()
 
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -277,8 +277,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
         if r["scenario"].startswith("b)"):
             ratio = r["records_per_s"] / raw[(r["partitions"], str(r["parallelism"]))]
             print(f"b/a {r['partitions']} partitions, {r['parallelism']} consumers: {ratio:.2f}")
-    work = {r["parallelism"]: r["records_per_s"] for r in results if r["scenario"].startswith("d)")}
-    print(f"d scaling on one partition: P2/P1 {work[2] / work[1]:.2f}, P4/P1 {work[4] / work[1]:.2f}")
+    for variant in ("default", "tuned"):
+        work = {r["parallelism"]: r["records_per_s"] for r in results if r.get("variant") == variant}
+        scaling = f"P2/P1 {work[2] / work[1]:.2f}, P4/P1 {work[4] / work[1]:.2f}"
+        print(f"d {variant} scaling on one partition: {scaling}")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var topicsChecked: Option[Long] = None
   private var lastBacklog: Option[Long] = None
   private var backlogChecked: Option[Long] = None
+  /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
+  private var recordsFlowing = false
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
 
@@ -83,6 +85,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val startRound = KafkaShareSourceOffset(start).round
     val heldFromStart = lastPlanned.collect { case p if p.round == startRound => metrics.acquired.value - p.acquiredBefore }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
+    recordsFlowing = lastRoundAcquired > 0
     if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
       case Some(target) =>
@@ -119,6 +122,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     Option(session.sparkContext.getLocalProperty(BatchIdProperty)).foreach(id => roundOfBatch(id.toLong) = round)
     if (poll) refreshTopics()
 
+    // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
+    // outpaced by the others (a fetch acquires whole record batches), so it should not hold the
+    // round for the full poll timeout.
+    val pollTimeoutMs = if (recordsFlowing) math.min(options.pollTimeoutMs, FlowingPollTimeoutMs) else options.pollTimeoutMs
     val executors = ExecutorLocality.sortedExecutors()
     val known = slotLocations.value
     val partitions = (0 until parallelism).map { slot =>
@@ -126,7 +133,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
       KafkaShareInputPartition(runId, slot, round, committedThrough, poll, topics, consumerConfig,
-        options.includeHeaders, options.pollTimeoutMs, location): InputPartition
+        options.includeHeaders, pollTimeoutMs, location): InputPartition
     }.toArray
     PlannedRound(round, metrics.acquired.value, if (poll) backlog.roundStart() else Map.empty, partitions)
   }
@@ -188,6 +195,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 private[sparkkafkashare] object KafkaShareMicroBatchStream {
   /** Set by MicroBatchExecution on the thread that plans each batch. */
   val BatchIdProperty = "streaming.sql.batchId"
+  /** The poll timeout of a round that follows a round that acquired records. */
+  val FlowingPollTimeoutMs = 200L
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
 }
