@@ -172,7 +172,7 @@ def kafka_share(
     query.awaitTermination()
     elapsed = time.monotonic() - started
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    read = sum(p["numInputRows"] for p in query.recentProgress)
+    read = int(query.lastProgress["sources"][0]["metrics"]["recordsAcquired"])
     durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
     # The records of a batch are accepted by the next batch's tasks, so commit-to-acknowledgement is
     # the gap from a batch's end to the start of the next one.
@@ -215,6 +215,8 @@ def main() -> None:
         .config("spark.jars", args.jar)
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
+        # Keep every batch's progress, for the batch-duration percentiles.
+        .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

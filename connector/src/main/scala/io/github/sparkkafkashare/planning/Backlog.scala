@@ -6,8 +6,8 @@ import org.apache.kafka.common.TopicPartition
  * Whether the share group has records this query should poll for, so an idle stream plans no
  * batches. Kafka reports a lag per share-partition, but none for a partition whose share state it
  * has not persisted yet (a new group at `latest` that has read nothing). Such a partition counts as
- * empty once a round that had it assigned to this query's consumers acquired nothing, and its log
- * has not grown since that round began.
+ * empty once a round that had it assigned to this query's consumers, and waited the full poll
+ * timeout, acquired nothing, and its log has not grown since that round began.
  *
  * @param clientIdPrefix the client id prefix of this query run's consumers
  */

@@ -135,7 +135,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       KafkaShareInputPartition(runId, slot, round, committedThrough, poll, topics, consumerConfig,
         options.includeHeaders, pollTimeoutMs, location): InputPartition
     }.toArray
-    PlannedRound(round, metrics.acquired.value, if (poll) backlog.roundStart() else Map.empty, partitions)
+    // Only a round that waits the full poll timeout may show that a partition is empty.
+    val roundStart = if (poll && !recordsFlowing) backlog.roundStart() else Map.empty[TopicPartition, Long]
+    PlannedRound(round, metrics.acquired.value, roundStart, partitions)
   }
 
   override def createReaderFactory(): PartitionReaderFactory = KafkaSharePartitionReaderFactory(metrics, slotLocations)
