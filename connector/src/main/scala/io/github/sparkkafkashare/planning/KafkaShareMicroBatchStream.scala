@@ -51,7 +51,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     admin.configureGroup(options)
   } catch { case NonFatal(e) => admin.close(); throw e }
 
-  private val metrics = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
+  private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
   private val slotLocations = new SlotLocations()
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
 
@@ -83,13 +83,13 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
     val startRound = KafkaShareSourceOffset(start).round
-    val heldFromStart = lastPlanned.collect { case p if p.round == startRound => metrics.acquired.value - p.acquiredBefore }
+    val heldFromStart = lastPlanned.collect { case p if p.round == startRound => counters.acquired.value - p.acquiredBefore }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
     recordsFlowing = lastRoundAcquired > 0
     if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
       case Some(target) =>
-        val drained = target.reached(metrics.acquired.value) ||
+        val drained = target.reached(counters.acquired.value) ||
           (lastRoundAcquired == 0 && heldFromStart.isDefined && checkBacklog(force = true).contains(0L))
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
@@ -137,22 +137,25 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
     val roundStart = if (poll && !recordsFlowing) backlog.roundStart() else Map.empty[TopicPartition, Long]
-    PlannedRound(round, metrics.acquired.value, roundStart, partitions)
+    PlannedRound(round, counters.acquired.value, roundStart, partitions)
   }
 
-  override def createReaderFactory(): PartitionReaderFactory = KafkaSharePartitionReaderFactory(metrics, slotLocations)
+  override def createReaderFactory(): PartitionReaderFactory = KafkaSharePartitionReaderFactory(counters, slotLocations)
 
-  override def commit(end: Offset): Unit = committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
+  override def commit(end: Offset): Unit = {
+    committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
+    roundOfBatch.filterInPlace { case (_, round) => round >= committedRound } // stop() needs no older ones
+  }
 
   override def prepareForTriggerAvailableNow(): Unit = {
     refreshTopics()
     val target = backlog.refresh(topics)
     logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of $topics")
-    availableNow = Some(AvailableNowTarget(metrics.acquired.value, target))
+    availableNow = Some(AvailableNowTarget(counters.acquired.value, target))
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
-    (metrics.report(lastBacklog) + ("consumers" -> parallelism.toString)).asJava
+    (counters.report(lastBacklog) + ("consumers" -> parallelism.toString)).asJava
 
   /**
    * Settles what the consumers hold (ACCEPT for batches the commit log shows committed, RELEASE
