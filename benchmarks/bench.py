@@ -7,6 +7,8 @@ Scenarios (each reads with a share group of its own, from the earliest record):
      1-partition topic, kafka-share at parallelism 1, 2 and 4: the case share groups exist for; once
      with default consumer settings and once tuned to spread records over consumers
      (`share.acquire.mode=record_limit`, `max.poll.records=250`).
+  idle) a kafka-share query on a drained topic, with the default trigger and with a 1 s trigger:
+     the driver JVM's CPU use over 20 s.
 Spark's own `kafka` source (scenario c) is not measured: see docs/benchmarks.md.
 
 Writes benchmarks/results/<UTC time>.json and prints a table.
@@ -197,6 +199,48 @@ def kafka_share(
     }
 
 
+def idle_cpu(spark: SparkSession, topic: str, trigger: str | None, seconds: int = 20) -> dict[str, Any]:
+    """Share of one core the driver JVM (executor too, in local mode) uses while a drained stream idles."""
+    df = (
+        spark.readStream.format("kafka-share")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("kafka.share.group.id", new_group("bench-idle"))
+        .option("subscribe", topic)
+        .load()
+    )
+    writer = df.writeStream.format("noop")
+    query = (writer.trigger(processingTime=trigger) if trigger else writer).start()
+    jvm = spark._jvm
+    assert jvm is not None
+    jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
+    while (
+        int(query.lastProgress["sources"][0]["metrics"]["recordsAcquired"] if query.lastProgress else 0) == 0
+    ):
+        time.sleep(1)  # until the topic is drained once
+    time.sleep(10)  # and the stream has settled its last batch
+    batches_before, cpu_before, started = (
+        query.lastProgress["batchId"],
+        _cpu_seconds(jvm_pid),
+        time.monotonic(),
+    )
+    time.sleep(seconds)
+    cpu_s = _cpu_seconds(jvm_pid) - cpu_before
+    batches = query.lastProgress["batchId"] - batches_before
+    query.stop()
+    return {
+        "scenario": f"idle) drained stream, {trigger or 'default'} trigger",
+        "partitions": 4,
+        "core_share_pct": 100 * cpu_s / (time.monotonic() - started),
+        "batches_while_idle": batches,
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process, from Linux's /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _ts(iso: str) -> float:
     return datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
@@ -221,13 +265,17 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     results: list[dict[str, Any]] = []
-    for partitions in (4, 1):
-        topic = make_topic(partitions, args.records)
+    topics = {partitions: make_topic(partitions, args.records) for partitions in (4, 1)}
+    topic_4p = topics[4]
+    for partitions, topic in topics.items():
         for consumers in (1, 2, 4):
             results.append(raw_share_consumers(topic, consumers, args.records) | {"partitions": partitions})
             share = kafka_share(spark, f"b) kafka-share P={consumers}", topic, consumers, args.records)
             results.append(share | {"partitions": partitions})
             print(json.dumps(results[-2:]), flush=True)
+    for trigger in (None, "1 second"):
+        results.append(idle_cpu(spark, topic_4p, trigger))
+        print(json.dumps(results[-1]), flush=True)
     work_topic = make_topic(1, args.work_records)
     for variant, options in (("default", None), ("tuned", TUNED_FOR_WORK)):
         for consumers in (1, 2, 4):
@@ -266,6 +314,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         "batch_ms_p99",
         "commit_to_ack_ms_p50",
         "peak_heap_mb",
+        "core_share_pct",
     ]
     print("\n" + " | ".join(columns))
     for r in results:
