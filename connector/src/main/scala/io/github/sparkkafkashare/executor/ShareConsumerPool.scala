@@ -55,9 +55,6 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   def closeRun(runId: String, committedThrough: Long): Int =
     slots.keySet().asScala.filter(_.runId == runId).toSeq.count(key => close(key, committedThrough))
 
-  /** Number of open consumers of a run in this JVM (for tests and metrics). */
-  def openConsumers(runId: String): Int = slots.keySet().asScala.count(_.runId == runId)
-
   private def close(key: SlotKey, committedThrough: Long): Boolean = Option(slots.get(key)).exists { slot =>
     slot.lock.lock()
     try {

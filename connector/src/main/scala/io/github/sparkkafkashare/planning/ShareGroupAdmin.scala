@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
-import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, SharePartitionOffsetInfo}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.errors.GroupIdNotFoundException
@@ -88,7 +88,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     val partitions = await("describing topics", admin.describeTopics(topics.asJavaCollection).allTopicNames())
       .asScala.values.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
     val states = partitionStates()
-    partitions.map(tp => tp -> states.get(tp).flatMap(s => Option(s.lag().orElse(null)).map(_.longValue()))).toMap
+    partitions.map(tp => tp -> states.get(tp).flatMap(lagOf)).toMap
   }
 
   /** The log end offset of each partition. */
@@ -104,34 +104,36 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * it), so they are fetching those partitions rather than about to.
    */
   def assignedPartitions(clientIdPrefix: String): Set[TopicPartition] = {
-    val described = try {
-      await(s"describing share group '$group'", admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group))
-    } catch {
-      case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => return Set.empty
-    }
-    described.members().asScala
-      .filter(m => m.clientId().startsWith(clientIdPrefix) && m.memberEpoch() >= described.targetAssignmentEpoch())
-      .flatMap(_.assignment().topicPartitions().asScala).toSet
+    describeGroup().toSeq.flatMap { described =>
+      described.members().asScala
+        .filter(m => m.clientId().startsWith(clientIdPrefix) && m.memberEpoch() >= described.targetAssignmentEpoch())
+        .flatMap(_.assignment().topicPartitions().asScala)
+    }.toSet
   }
 
   /** The group's state, members and per-partition progress, for monitoring; None if the group does not exist. */
   def describe(): Option[ShareGroupState] = {
-    val description = try {
-      Some(await(s"describing share group '$group'", admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group)))
-    } catch {
-      case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => None
-    }
-    description.map { d =>
+    describeGroup().map { d =>
       val members = d.members().asScala.toSeq.map { m =>
         ShareGroupMember(m.consumerId(), m.clientId(), m.host(),
           m.assignment().topicPartitions().asScala.toSeq.map(tp => (tp.topic(), tp.partition())).sorted)
       }
       val partitions = partitionStates().toSeq.map { case (tp, info) =>
-        SharePartitionState(tp.topic(), tp.partition(), info.startOffset(), Option(info.lag().orElse(null)).map(_.longValue()))
+        SharePartitionState(tp.topic(), tp.partition(), info.startOffset(), lagOf(info))
       }.sortBy(p => (p.topic, p.partition))
       ShareGroupState(group, d.groupState().toString, members, partitions)
     }
   }
+
+  /** The group as Kafka describes it; None if it does not exist. */
+  private def describeGroup(): Option[ShareGroupDescription] =
+    try {
+      Some(await(s"describing share group '$group'", admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group)))
+    } catch {
+      case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => None
+    }
+
+  private def lagOf(info: SharePartitionOffsetInfo): Option[Long] = Option(info.lag().orElse(null)).map(_.longValue())
 
   private def unreachable(action: String, cause: Throwable) =
     KafkaShareErrors.brokerUnreachable(connection.bootstrapServers, connection.apiTimeoutMs, action, cause)
