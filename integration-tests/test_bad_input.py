@@ -84,11 +84,6 @@ CASES = [
         "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.exactly.once.strategy' = 'two-phase-commit'",
         id="strategy-not-yet",
     ),
-    pytest.param(
-        {**VALID, "kafka.share.acknowledgment.mode": "explicit"},
-        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.acknowledgment.mode' = 'explicit'",
-        id="explicit-not-yet",
-    ),
     *[
         pytest.param(
             {**VALID, option: value},

@@ -9,7 +9,9 @@ A thin layer over the connector that ships inside this package::
     df = read_share_stream(spark, bootstrap_servers="localhost:9092", group_id="g", subscribe="orders")
 """
 
+from .acknowledgements import AcknowledgeType, acknowledge, marks
 from .errors import (
+    KafkaShareAcknowledgementError,
     KafkaShareBrokerUnreachableError,
     KafkaShareConfigurationError,
     KafkaShareConnectNotSupportedError,
@@ -32,8 +34,10 @@ from .state import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AcknowledgeType",
     "AcknowledgmentMode",
     "ExactlyOnceStrategy",
+    "KafkaShareAcknowledgementError",
     "KafkaShareBrokerUnreachableError",
     "KafkaShareConfigurationError",
     "KafkaShareConnectNotSupportedError",
@@ -44,9 +48,11 @@ __all__ = [
     "ShareGroupState",
     "SharePartitionState",
     "TopicPartition",
+    "acknowledge",
     "configure_spark_with_kafka_share",
     "from_jvm_error",
     "jar_path",
+    "marks",
     "read_share_stream",
     "share_group_state",
     "share_group_state_df",

@@ -24,14 +24,13 @@ def is_connect_session(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
-def require_classic_session(spark: SparkSession, what: str) -> None:
+def require_classic_session(spark: SparkSession, what: str, why: str, instead: str) -> None:
     """Raise KafkaShareConnectNotSupportedError if ``spark`` is a Spark Connect session."""
     if is_connect_session(spark):
         raise KafkaShareConnectNotSupportedError(
             "KAFKA_SHARE_CLASSIC_SESSION_REQUIRED",
-            f"{what} needs a classic Spark session: it calls Kafka's Admin client inside the driver JVM, "
-            "which a Spark Connect client cannot reach. Call it from a classic session, or use Kafka's "
-            "kafka-share-groups.sh --describe.",
+            f"{what} needs a classic Spark session: {why}, which a Spark Connect client cannot reach. "
+            + instead,
         )
 
 

@@ -38,6 +38,10 @@ class KafkaShareConnectorNotFoundError(KafkaShareError, RuntimeError):
     """The connector jar is missing from this package or from the Spark session's classpath."""
 
 
+class KafkaShareAcknowledgementError(KafkaShareError, ValueError):
+    """``acknowledge()`` got marks it cannot apply: bad columns, records not in the batch, wrong mode."""
+
+
 class KafkaShareConnectNotSupportedError(KafkaShareError, NotImplementedError):
     """The call needs a classic Spark session: it uses the driver JVM, which Spark Connect hides."""
 
@@ -52,6 +56,15 @@ _CONFIGURATION_CONDITIONS = frozenset(
         "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
         "KAFKA_SHARE_NOT_YET_SUPPORTED",
         "KAFKA_SHARE_UNSUPPORTED_OPTION",
+    }
+)
+
+_ACKNOWLEDGEMENT_CONDITIONS = frozenset(
+    {
+        "KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE",
+        "KAFKA_SHARE_ACKNOWLEDGE_NOT_A_SHARE_BATCH",
+        "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
+        "KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH",
     }
 )
 
@@ -77,6 +90,8 @@ def from_jvm_error(error: BaseException) -> KafkaShareError | None:
     condition, message = match.group(1), match.group(2).strip()
     if condition in _CONFIGURATION_CONDITIONS:
         return KafkaShareConfigurationError(condition, message)
+    if condition in _ACKNOWLEDGEMENT_CONDITIONS:
+        return KafkaShareAcknowledgementError(condition, message)
     if condition == "KAFKA_SHARE_BROKER_UNREACHABLE":
         return KafkaShareBrokerUnreachableError(condition, message)
     return KafkaShareError(condition, message)

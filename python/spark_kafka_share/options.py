@@ -50,7 +50,6 @@ class ExactlyOnceStrategy(str, Enum):
     """Not supported by this version."""
 
 
-_SUPPORTED_ACKNOWLEDGMENT_MODES = (AcknowledgmentMode.IMPLICIT,)
 _SUPPORTED_STRATEGIES = (ExactlyOnceStrategy.NONE, ExactlyOnceStrategy.IDEMPOTENT)
 
 # Options of the source itself that start with "kafka."; as kafka_options keys they are mistakes.
@@ -274,10 +273,8 @@ def _validate_source(options: Mapping[str, str]) -> None:
     if subscribe is not None and not any(_java_trim(topic) for topic in subscribe.split(",")):
         raise _invalid_value(SUBSCRIBE, subscribe, "expected a comma-separated list of topic names")
 
-    mode = _one_of(_get(options, ACKNOWLEDGMENT_MODE), ACKNOWLEDGMENT_MODE, AcknowledgmentMode)
+    _one_of(_get(options, ACKNOWLEDGMENT_MODE), ACKNOWLEDGMENT_MODE, AcknowledgmentMode)
     strategy = _one_of(_get(options, EXACTLY_ONCE_STRATEGY), EXACTLY_ONCE_STRATEGY, ExactlyOnceStrategy)
-    if mode is not None and mode not in _SUPPORTED_ACKNOWLEDGMENT_MODES:
-        raise _not_yet_supported(ACKNOWLEDGMENT_MODE, mode, _SUPPORTED_ACKNOWLEDGMENT_MODES)
     if strategy is not None and strategy not in _SUPPORTED_STRATEGIES:
         raise _not_yet_supported(EXACTLY_ONCE_STRATEGY, strategy, _SUPPORTED_STRATEGIES)
 

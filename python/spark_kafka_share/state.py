@@ -99,7 +99,12 @@ def share_group_state(
         KafkaShareConnectNotSupportedError: ``spark`` is a Spark Connect session.
         KafkaShareConnectorNotFoundError: the session's JVM does not have the connector.
     """
-    require_classic_session(spark, "share_group_state")
+    require_classic_session(
+        spark,
+        "share_group_state",
+        "it calls Kafka's Admin client inside the driver JVM",
+        "Call it from a classic session, or use Kafka's kafka-share-groups.sh --describe.",
+    )
     kafka_options = kafka_options or {}
     _check_kafka_options(kafka_options)
     options = _connection_options(bootstrap_servers, group_id, kafka_options)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from spark_kafka_share import AcknowledgmentMode, ExactlyOnceStrategy
+from spark_kafka_share import ExactlyOnceStrategy
 
 VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
 
@@ -87,16 +87,6 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
         {"acknowledgment_mode": "manual"},
         "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value 'manual' for option "
         "'kafka.share.acknowledgment.mode': expected one of 'implicit', 'explicit'.",
-    ),
-    (
-        {"acknowledgment_mode": AcknowledgmentMode.EXPLICIT},
-        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.acknowledgment.mode' = 'explicit' is not "
-        "supported by this version of the kafka-share source. Supported now: implicit.",
-    ),
-    (
-        {"acknowledgment_mode": "EXPLICIT"},
-        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.acknowledgment.mode' = 'explicit' is not "
-        "supported by this version of the kafka-share source. Supported now: implicit.",
     ),
     (
         {"exactly_once_strategy": "exactly-once"},

@@ -44,10 +44,24 @@ private[sparkkafkashare] object KafkaShareErrors {
   def notYetSupported(option: String, value: String, supported: Seq[String]): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_NOT_YET_SUPPORTED", "option" -> option, "value" -> value, "supported" -> supported.mkString(", "))
 
-  def batchReadUnsupported(): KafkaShareUnsupportedOperationException = {
-    val condition = "KAFKA_SHARE_BATCH_READ_UNSUPPORTED"
-    new KafkaShareUnsupportedOperationException(condition, Map.empty, message(condition, Map.empty))
+  def acknowledgeNeedsExplicitMode(option: String): KafkaShareUnsupportedOperationException =
+    unsupported("KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE", "option" -> option)
+
+  def notAShareBatch(sources: Int): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_ACKNOWLEDGE_NOT_A_SHARE_BATCH", "sources" -> sources.toString)
+
+  def invalidMarks(problem: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS", "problem" -> problem)
+
+  def marksOutsideBatch(records: Seq[String]): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH", "records" -> records.mkString(", "))
+
+  private def unsupported(condition: String, params: (String, String)*): KafkaShareUnsupportedOperationException = {
+    val map = params.toMap
+    new KafkaShareUnsupportedOperationException(condition, map, message(condition, map))
   }
+
+  def batchReadUnsupported(): KafkaShareUnsupportedOperationException = unsupported("KAFKA_SHARE_BATCH_READ_UNSUPPORTED")
 
   def brokerUnreachable(bootstrapServers: String, timeoutMs: Long, action: String, cause: Throwable)
       : KafkaShareRuntimeException = runtime("KAFKA_SHARE_BROKER_UNREACHABLE", cause,

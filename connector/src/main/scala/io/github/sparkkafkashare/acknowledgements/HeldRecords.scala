@@ -2,19 +2,45 @@ package io.github.sparkkafkashare.acknowledgements
 
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 
+/** What identifies a record across redeliveries: the sink-side key of the `idempotent` strategy. */
+private[sparkkafkashare] final case class RecordCoordinates(topic: String, partition: Int, offset: Long)
+
+private[sparkkafkashare] object RecordCoordinates {
+  def of(r: ConsumerRecord[_, _]): RecordCoordinates = RecordCoordinates(r.topic(), r.partition(), r.offset())
+}
+
+/**
+ * The acknowledgements user code chose, in explicit mode, for records of one committed round.
+ * Records without a mark are ACCEPTed.
+ */
+private[sparkkafkashare] final case class AcknowledgementMarks(round: Long, marks: Map[RecordCoordinates, AcknowledgeType]) {
+  def forRecord(round: Long, r: ConsumerRecord[_, _]): AcknowledgeType =
+    if (round == this.round) marks.getOrElse(RecordCoordinates.of(r), AcknowledgeType.ACCEPT) else AcknowledgeType.ACCEPT
+}
+
+private[sparkkafkashare] object AcknowledgementMarks {
+  val None: AcknowledgementMarks = AcknowledgementMarks(-1L, Map.empty)
+}
+
 /**
  * The records one share consumer acquired in one round, held unacknowledged until Spark commits
  * the micro-batch that read them. Acknowledging earlier would lose the batch if the driver died
  * before the sink committed; acknowledging later than the lock lasts makes the broker deliver them
- * again (duplicates, never loss).
+ * again unless the lock is renewed.
+ *
+ * @param lockedSinceNanos when the broker last (re)started these records' acquisition locks
  */
 private[sparkkafkashare] final class HeldRecords(
     val round: Long,
-    val records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) {
+    val records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+    val lockedSinceNanos: Long) {
 
-  /** ACCEPT once the batch that read them is committed; otherwise RELEASE, so the group redelivers them. */
-  def settlement(committedThrough: Long): AcknowledgeType =
-    if (round <= committedThrough) AcknowledgeType.ACCEPT else AcknowledgeType.RELEASE
+  /**
+   * Once the batch that read them is committed: ACCEPT, or what user code marked. Otherwise
+   * RELEASE, so the group redelivers them.
+   */
+  def settlement(committedThrough: Long, marks: AcknowledgementMarks, r: ConsumerRecord[_, _]): AcknowledgeType =
+    if (round <= committedThrough) marks.forRecord(round, r) else AcknowledgeType.RELEASE
 
   def size: Int = records.size()
 }

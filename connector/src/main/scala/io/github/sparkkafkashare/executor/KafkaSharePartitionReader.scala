@@ -44,25 +44,34 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val config = partition.consumerConfig
     val clientId = config(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
     (config + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
-  })
+  }, partition.lockTimeoutMs)
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
     context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
     context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
     slotLocations.add(partition.slot -> ExecutorLocality.currentExecutor())
+    val locks = slot.drainLockEvents()
+    metrics.lockRenewals.add(locks.renewed)
+    metrics.locksExpired.add(locks.expired)
 
-    val settled = slot.settle(partition.committedThrough)
-    metrics.accepted.add(settled.accepted)
-    metrics.released.add(settled.released)
-    if (partition.poll) {
-      val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
-      metrics.acquired.add(polled.size)
-      metrics.redelivered.add(polled.asScala.count(r => r.deliveryCount().orElse(1.toShort) > 1))
-      polled.iterator().asScala
-    } else {
-      slot.flush(ShareConsumerPool.CloseTimeout)
-      Iterator.empty
+    slot.heldFor(partition.round) match {
+      // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records.
+      case Some(held) => held.iterator().asScala
+      case None =>
+        val settled = slot.settle(partition.committedThrough, partition.marks)
+        metrics.accepted.add(settled.accepted)
+        metrics.released.add(settled.released)
+        metrics.rejected.add(settled.rejected)
+        if (partition.poll) {
+          val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+          metrics.acquired.add(polled.size)
+          metrics.redelivered.add(polled.asScala.count(r => r.deliveryCount().orElse(1.toShort) > 1))
+          polled.iterator().asScala
+        } else {
+          slot.flush(ShareConsumerPool.CloseTimeout)
+          Iterator.empty
+        }
     }
   }
 

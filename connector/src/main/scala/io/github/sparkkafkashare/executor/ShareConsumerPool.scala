@@ -6,6 +6,7 @@ import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorServ
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import org.apache.spark.internal.Logging
 
 /**
@@ -14,12 +15,15 @@ import org.apache.spark.internal.Logging
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
  * A consumer is closed when its query stops, or by the janitor once unused for [[IdleTimeout]]
- * (its query died without stopping, or its slot moved to another executor).
+ * (its query died without stopping, or its slot moved to another executor). The same thread
+ * renews the locks of records that wait for their batch to commit, every [[RenewCheckInterval]].
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   val IdleTimeout: Duration = Duration.ofMinutes(5)
   val CloseTimeout: Duration = Duration.ofSeconds(30)
+  /** Well under the shortest lock a broker allows (group.share.min.record.lock.duration.ms, 1 s at least). */
+  val RenewCheckInterval: Duration = Duration.ofMillis(200)
 
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
 
@@ -32,17 +36,19 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       }
     })
     executor.scheduleWithFixedDelay(() => closeIdle(), 30, 30, TimeUnit.SECONDS)
+    executor.scheduleWithFixedDelay(() => renewLocks(), RenewCheckInterval.toMillis, RenewCheckInterval.toMillis,
+      TimeUnit.MILLISECONDS)
     executor
   }
 
   /** The slot's consumer, created on first use, locked for the caller until [[giveBack]]. */
-  def borrow(key: SlotKey, config: => java.util.Map[String, Object]): ShareConsumerSlot = {
+  def borrow(key: SlotKey, config: => java.util.Map[String, Object], lockMs: Long): ShareConsumerSlot = {
     janitor // started with the first consumer
-    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config))
+    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, lockMs))
     slot.lock.lockInterruptibly()
     if (slots.get(key) ne slot) { // closed while we waited
       slot.lock.unlock()
-      borrow(key, config)
+      borrow(key, config, lockMs)
     } else slot
   }
 
@@ -52,14 +58,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   /** Closes this JVM's consumers of a query run; returns how many it closed. */
-  def closeRun(runId: String, committedThrough: Long): Int =
-    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(key => close(key, committedThrough))
+  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks): Int =
+    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(key => close(key, committedThrough, marks))
 
-  private def close(key: SlotKey, committedThrough: Long): Boolean = Option(slots.get(key)).exists { slot =>
+  private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks): Boolean = Option(slots.get(key)).exists { slot =>
     slot.lock.lock()
     try {
       if (slots.remove(key, slot)) {
-        try slot.close(committedThrough, CloseTimeout) catch {
+        try slot.close(committedThrough, marks, CloseTimeout) catch {
           case NonFatal(e) => logWarning(s"Closing the share consumer of slot ${key.slot} failed", e)
         }
         true
@@ -67,12 +73,19 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     } finally slot.lock.unlock()
   }
 
+  private def renewLocks(): Unit = slots.values().forEach { slot =>
+    try slot.renewLocksIfDue() catch {
+      case NonFatal(e) => logWarning(s"Renewing the record locks of slot ${slot.key.slot} failed", e)
+    }
+  }
+
   private def closeIdle(): Unit = {
     val cutoff = System.nanoTime() - IdleTimeout.toNanos
     slots.asScala.foreach { case (key, slot) =>
       if (!slot.lock.isLocked && slot.lastUsedNanos < cutoff) {
         logInfo(s"Closing the share consumer of slot ${key.slot} of run ${key.runId}: unused for $IdleTimeout")
-        close(key, committedThrough = -1L) // settled by what the slot itself last learned was committed
+        // settled by what the slot itself last learned was committed
+        close(key, committedThrough = -1L, AcknowledgementMarks.None)
       }
     }
   }

@@ -1,12 +1,17 @@
 package io.github.sparkkafkashare.executor
 
 import java.time.Duration
+import java.util.concurrent.TimeUnit
+import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.locks.ReentrantLock
 
 import scala.jdk.CollectionConverters._
+import scala.jdk.OptionConverters._
 
-import io.github.sparkkafkashare.acknowledgements.HeldRecords
-import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord, KafkaShareConsumer}
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
+import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerRecord, KafkaShareConsumer}
+import org.apache.kafka.common.TopicIdPartition
+import org.apache.kafka.common.errors.InvalidRecordStateException
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.internal.Logging
 
@@ -14,7 +19,10 @@ import org.apache.spark.internal.Logging
 private[sparkkafkashare] final case class SlotKey(runId: String, slot: Int)
 
 /** How a settlement acknowledged the records it found held. */
-private[sparkkafkashare] final case class Settlement(accepted: Int, released: Int)
+private[sparkkafkashare] final case class Settlement(accepted: Int, released: Int, rejected: Int)
+
+/** What happened to a slot's locks outside tasks, for the next task to report as metrics. */
+private[sparkkafkashare] final case class LockEvents(renewed: Long, expired: Long)
 
 /**
  * One long-lived share consumer in explicit acknowledgement mode, used by one task at a time.
@@ -22,77 +30,172 @@ private[sparkkafkashare] final case class Settlement(accepted: Int, released: In
  * Explicit mode is what lets the source wait for Spark's commit: a record is acknowledged only when
  * [[settle]] learns the fate of the batch that read it. Kafka requires every record of a poll to be
  * acknowledged before the next poll, so a slot polls once per round and settles first.
+ *
+ * While records wait for their batch to commit, the pool's lock renewer calls [[renewLocksIfDue]]
+ * from its own thread, possibly while a task is still reading them: every use of the consumer
+ * holds [[consumerLock]], since a share consumer must not be used by two threads at once.
+ *
+ * @param configuredLockMs the lock duration the query asked for, until the broker tells the real one
  */
-private[sparkkafkashare] final class ShareConsumerSlot(val key: SlotKey, config: java.util.Map[String, Object])
+private[sparkkafkashare] final class ShareConsumerSlot(
+    val key: SlotKey,
+    config: java.util.Map[String, Object],
+    configuredLockMs: Long)
   extends Logging {
 
   private val consumer =
     new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer, new ByteArrayDeserializer)
+  /** Held by the borrowing task for its whole run: one task per slot at a time. */
   private[executor] val lock = new ReentrantLock()
+  private val consumerLock = new ReentrantLock()
   @volatile private[executor] var lastUsedNanos: Long = System.nanoTime()
 
   private var subscribed: Set[String] = Set.empty
-  private var held: Option[HeldRecords] = None
-  /** The highest round this slot has been told is committed; decides settlement at close. */
+  @volatile private var held: Option[HeldRecords] = None
+  /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
+  private var marks: AcknowledgementMarks = AcknowledgementMarks.None
+
+  private val renewed = new AtomicLong()
+  private val expired = new AtomicLong()
+  consumer.setAcknowledgementCommitCallback(new AcknowledgementCommitCallback {
+    // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
+    // holds the record: its lock expired and the group may already have delivered it elsewhere.
+    override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit =
+      if (e.isInstanceOf[InvalidRecordStateException]) expired.addAndGet(offsets.values().asScala.map(_.size.toLong).sum)
+  })
+
+  private def withConsumer[T](body: => T): T = {
+    consumerLock.lockInterruptibly()
+    try body finally consumerLock.unlock()
+  }
+
+  /** Lock renewals and expiries since the last call. */
+  def drainLockEvents(): LockEvents = LockEvents(renewed.getAndSet(0), expired.getAndSet(0))
+
+  /** The records this slot acquired for `round`, if it still holds them (the batch is being evaluated again). */
+  def heldFor(round: Long): Option[java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]] =
+    held.filter(_.round == round).map(_.records)
 
   /**
-   * ACCEPTs or RELEASEs what the slot holds, given that rounds up to `committedThrough` are
-   * committed. Acknowledgements ride on the next poll; [[flush]] sends them at once.
+   * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed
+   * round, and RELEASEs what it holds from any other. Acknowledgements ride on the next poll;
+   * [[flush]] sends them at once.
    */
-  def settle(committedThrough: Long): Settlement = {
-    this.committedThrough = math.max(this.committedThrough, committedThrough)
+  def settle(committedThrough: Long, marks: AcknowledgementMarks): Settlement = withConsumer {
+    if (committedThrough >= this.committedThrough) {
+      this.committedThrough = committedThrough
+      if (marks.round >= this.marks.round) this.marks = marks
+    }
     held match {
-      case None => Settlement(0, 0)
-      case Some(records) =>
-        val ackType = records.settlement(this.committedThrough)
-        records.records.forEach(r => consumer.acknowledge(r, ackType))
+      case None => Settlement(0, 0, 0)
+      case Some(records) => // possibly empty
+        val counts = records.records.asScala.groupMapReduce { r =>
+          val ackType = records.settlement(this.committedThrough, this.marks, r)
+          consumer.acknowledge(r, ackType)
+          ackType
+        }(_ => 1)(_ + _)
         held = None
-        if (ackType == AcknowledgeType.ACCEPT) Settlement(records.size, 0) else Settlement(0, records.size)
+        Settlement(
+          counts.getOrElse(AcknowledgeType.ACCEPT, 0),
+          counts.getOrElse(AcknowledgeType.RELEASE, 0),
+          counts.getOrElse(AcknowledgeType.REJECT, 0))
     }
   }
 
   /** Releases what the given round acquired: its task failed, so no batch will ever commit it. */
-  def releaseRound(round: Long, timeout: Duration): Unit = held.filter(_.round == round).foreach { records =>
-    records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE))
-    held = None
-    flush(timeout)
+  def releaseRound(round: Long, timeout: Duration): Unit = withConsumer {
+    held.filter(_.round == round).foreach { records =>
+      records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE))
+      held = None
+      flush(timeout)
+    }
+    ()
   }
 
   /**
-   * Polls until records arrive or the timeout passes, and holds what arrived for `round`.
+   * Polls until records arrive or the timeout passes, and holds what arrived for `round` (an empty
+   * holding too: an evaluation of the same batch again must find nothing again, not poll anew).
    * Empty polls acquire nothing, so they may repeat; a non-empty one ends the round's polling.
    */
   def pollRound(round: Long, topics: Set[String], timeout: Duration)
-      : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+      : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
     require(held.isEmpty, s"slot ${key.slot} polled while records of round ${held.get.round} are unsettled")
     if (topics != subscribed) {
       if (topics.isEmpty) consumer.unsubscribe() else consumer.subscribe(topics.asJava)
       subscribed = topics
     }
-    if (subscribed.isEmpty) return java.util.Collections.emptyList()
-    val deadline = System.nanoTime() + timeout.toNanos
-    var records = consumer.poll(timeout)
-    while (records.isEmpty && System.nanoTime() < deadline) {
-      records = consumer.poll(Duration.ofNanos(deadline - System.nanoTime()))
+    val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]]()
+    if (subscribed.nonEmpty) {
+      val deadline = System.nanoTime() + timeout.toNanos
+      var records = consumer.poll(timeout)
+      while (records.isEmpty && System.nanoTime() < deadline) {
+        records = consumer.poll(Duration.ofNanos(deadline - System.nanoTime()))
+      }
+      records.forEach(r => list.add(r))
     }
-    val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](records.count())
-    records.forEach(r => list.add(r))
-    if (!list.isEmpty) held = Some(new HeldRecords(round, list))
+    held = Some(new HeldRecords(round, list, System.nanoTime()))
     list
   }
 
-  /** Sends pending acknowledgements now instead of with the next poll. */
-  def flush(timeout: Duration): Unit = {
+  /**
+   * Renews the locks of held records once half their duration has passed, so a batch may take
+   * longer than the lock. Kafka returns renewed records from the next poll and accepts
+   * acknowledgements only for records of the latest poll, so a renewal is RENEW, send, poll; the
+   * records that come back replace the held ones (the running batch already has their rows).
+   * Skipped while a task uses the consumer; the renewer comes back shortly.
+   */
+  def renewLocksIfDue(): Unit = if (held.exists(_.size > 0) && consumerLock.tryLock()) {
+    try held.filter(_.size > 0).foreach { records =>
+      val lockMs = consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs)
+      if (System.nanoTime() - records.lockedSinceNanos > TimeUnit.MILLISECONDS.toNanos(lockMs) / 2) renew(records)
+    } finally consumerLock.unlock()
+  }
+
+  private def renew(records: HeldRecords): Unit = {
+    val renewedAt = System.nanoTime()
+    records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RENEW))
+    val refused = flush(RenewTimeout) // counted as expired by the acknowledgement callback
+    val expected = records.records.asScala.filterNot(r => refused.contains(r.topic() -> r.partition()))
+      .map(RecordCoordinates.of).toSet
+    val back = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](expected.size)
+    val deadline = System.nanoTime() + RenewTimeout.toNanos
+    // The client hands renewed records back from its own buffer, normally to the first poll.
+    var wait = Duration.ZERO
+    while (back.size < expected.size && System.nanoTime() < deadline) {
+      consumer.poll(wait).forEach { r =>
+        if (expected.contains(RecordCoordinates.of(r))) back.add(r)
+        // Prefetched, not renewed: the running batch cannot take it, and the next poll needs it acknowledged.
+        else consumer.acknowledge(r, AcknowledgeType.RELEASE)
+      }
+      wait = RenewPollInterval
+    }
+    renewed.addAndGet(back.size)
+    if (back.size < records.size) {
+      logWarning(s"Slot ${key.slot}: the locks of ${records.size - back.size} of ${records.size} records of " +
+        s"round ${records.round} could not be renewed; the group will deliver those records again.")
+    }
+    held = Some(new HeldRecords(records.round, back, renewedAt))
+  }
+
+  /**
+   * Sends pending acknowledgements now instead of with the next poll; returns the partitions whose
+   * acknowledgements the broker did not apply (it will redeliver those records).
+   */
+  def flush(timeout: Duration): Set[(String, Int)] = withConsumer {
     val failures = consumer.commitSync(timeout).asScala.collect { case (tp, e) if e.isPresent => tp -> e.get }
     failures.foreach { case (tp, e) =>
       logWarning(s"Acknowledgements for $tp were not applied (${e.getMessage}); the broker will redeliver those records.")
     }
+    failures.keySet.map(tp => tp.topic() -> tp.partition()).toSet
   }
 
   /** Settles what is held by what the slot knows is committed, then leaves the group. */
-  def close(committedThrough: Long, timeout: Duration): Unit = {
-    try settle(committedThrough)
+  def close(committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration): Unit = withConsumer {
+    try settle(committedThrough, marks)
     finally consumer.close(timeout)
   }
+
+  private val RenewTimeout = Duration.ofSeconds(10)
+  private val RenewPollInterval = Duration.ofMillis(20)
 }

@@ -4,28 +4,36 @@ import org.apache.spark.SparkContext
 import org.apache.spark.util.LongAccumulator
 
 /**
- * Counters that executor tasks add to and the driver reads: which records were acquired and how
- * they were acknowledged. Accumulators from failed task attempts are dropped by Spark, which is what
+ * Counters that executor tasks add to and the driver reads: which records were acquired, how
+ * they were acknowledged, and what happened to their locks (lock events between tasks are reported
+ * by the slot's next task). Accumulators from failed task attempts are dropped by Spark, which is what
  * we want: a failed attempt releases what it acquired.
  */
 private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     acquired: LongAccumulator,
     redelivered: LongAccumulator,
     accepted: LongAccumulator,
-    released: LongAccumulator) {
+    released: LongAccumulator,
+    rejected: LongAccumulator,
+    lockRenewals: LongAccumulator,
+    locksExpired: LongAccumulator) {
 
   /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
   def report(backlog: Option[Long]): Map[String, String] = Map(
     "recordsAcquired" -> acquired.value.toString,
     "recordsRedelivered" -> redelivered.value.toString,
     "recordsAccepted" -> accepted.value.toString,
-    "recordsReleased" -> released.value.toString) ++
+    "recordsReleased" -> released.value.toString,
+    "recordsRejected" -> rejected.value.toString,
+    "lockRenewals" -> lockRenewals.value.toString,
+    "locksExpired" -> locksExpired.value.toString) ++
     backlog.map(b => "backlogRecords" -> b.toString)
 }
 
 private[sparkkafkashare] object KafkaShareSourceMetrics {
   def register(sc: SparkContext, groupId: String): KafkaShareSourceMetrics = {
     def counter(name: String) = sc.longAccumulator(s"kafka-share[$groupId].$name")
-    KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"))
+    KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"),
+      counter("rejected"), counter("lockRenewals"), counter("locksExpired"))
   }
 }

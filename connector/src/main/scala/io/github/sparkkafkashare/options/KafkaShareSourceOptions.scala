@@ -14,7 +14,7 @@ private[sparkkafkashare] sealed abstract class AcknowledgmentMode(val name: Stri
 private[sparkkafkashare] object AcknowledgmentMode {
   /** Every record of a committed batch is ACCEPTed. */
   case object Implicit extends AcknowledgmentMode("implicit")
-  /** User code marks records ACCEPT, RELEASE or REJECT inside foreachBatch. */
+  /** User code marks records ACCEPT, RELEASE or REJECT inside foreachBatch; see KafkaShareAcknowledgements. */
   case object Explicit extends AcknowledgmentMode("explicit")
   val all: Seq[AcknowledgmentMode] = Seq(Implicit, Explicit)
 }
@@ -171,9 +171,6 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       AcknowledgmentMode.all)(_.name).getOrElse(AcknowledgmentMode.Implicit)
     val strategy = oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption,
       ExactlyOnceStrategy.all)(_.name).getOrElse(ExactlyOnceStrategy.None)
-    if (acknowledgmentMode == AcknowledgmentMode.Explicit) {
-      throw KafkaShareErrors.notYetSupported(AcknowledgmentModeOption, acknowledgmentMode.name, Seq(AcknowledgmentMode.Implicit.name))
-    }
     if (strategy == ExactlyOnceStrategy.CheckpointDedup || strategy == ExactlyOnceStrategy.TwoPhaseCommit) {
       throw KafkaShareErrors.notYetSupported(ExactlyOnceStrategyOption, strategy.name,
         Seq(ExactlyOnceStrategy.None.name, ExactlyOnceStrategy.Idempotent.name))

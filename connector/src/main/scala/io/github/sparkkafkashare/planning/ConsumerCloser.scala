@@ -4,6 +4,7 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import io.github.sparkkafkashare.executor.ShareConsumerPool
 import org.apache.spark.internal.Logging
 import org.apache.spark.kafkashare.ExecutorLocality
@@ -17,21 +18,31 @@ import org.apache.spark.sql.SparkSession
 private[sparkkafkashare] object ConsumerCloser extends Logging {
   private val JobTimeoutMs = TimeUnit.SECONDS.toMillis(60)
 
-  def closeRun(session: SparkSession, runId: String, slotLocations: Map[Int, String], committedThrough: Long): Unit = {
-    ShareConsumerPool.closeRun(runId, committedThrough)
+  def closeRun(
+      session: SparkSession,
+      runId: String,
+      slotLocations: Map[Int, String],
+      committedThrough: Long,
+      marks: AcknowledgementMarks): Unit = {
+    ShareConsumerPool.closeRun(runId, committedThrough, marks)
     val here = ExecutorLocality.currentExecutor()
     val executors = slotLocations.values.toSeq.distinct.filterNot(_ == here)
-    if (executors.nonEmpty && !session.sparkContext.isStopped) runCloseJob(session, runId, executors, committedThrough)
+    if (executors.nonEmpty && !session.sparkContext.isStopped) runCloseJob(session, runId, executors, committedThrough, marks)
   }
 
-  private def runCloseJob(session: SparkSession, runId: String, executors: Seq[String], committedThrough: Long): Unit = {
+  private def runCloseJob(
+      session: SparkSession,
+      runId: String,
+      executors: Seq[String],
+      committedThrough: Long,
+      marks: AcknowledgementMarks): Unit = {
     val sc = session.sparkContext
     // A thread of its own: stop() may run on an interrupted stream thread whose job group the query is cancelling.
     val closer = new Thread(() => {
       try {
         sc.clearJobTags()
         sc.setJobGroup(s"kafka-share-close-$runId", "kafka-share: close share consumers", interruptOnCancel = false)
-        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => ShareConsumerPool.closeRun(runId, committedThrough))
+        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => ShareConsumerPool.closeRun(runId, committedThrough, marks))
       } catch {
         case NonFatal(e) => logWarning("Closing share consumers on executors failed; idle ones close by themselves", e)
       }

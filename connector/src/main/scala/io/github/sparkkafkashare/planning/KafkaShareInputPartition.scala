@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.planning
 
+import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import org.apache.spark.sql.connector.read.InputPartition
 
 /**
@@ -7,21 +8,26 @@ import org.apache.spark.sql.connector.read.InputPartition
  * (unless `poll` is false) polls the next records.
  *
  * @param committedThrough every round up to this one is committed by Spark: records held from
- *                         those rounds are ACCEPTed, any others RELEASEd.
+ *                         those rounds are ACCEPTed (or acknowledged as `marks` say), any others
+ *                         RELEASEd.
+ * @param marks            explicit mode: what user code chose for records of the committed round
  * @param poll             false for a round that only settles (a replayed batch after a restart,
  *                         or the closing round of Trigger.AvailableNow)
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
+ * @param lockTimeoutMs    the records' lock duration until the broker reports it; drives renewal
  */
 private[sparkkafkashare] final case class KafkaShareInputPartition(
     runId: String,
     slot: Int,
     round: Long,
     committedThrough: Long,
+    marks: AcknowledgementMarks,
     poll: Boolean,
     topics: Set[String],
     consumerConfig: Map[String, String],
     includeHeaders: Boolean,
     pollTimeoutMs: Long,
+    lockTimeoutMs: Long,
     location: Option[String])
   extends InputPartition {
 

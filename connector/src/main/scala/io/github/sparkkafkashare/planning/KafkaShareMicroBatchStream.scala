@@ -6,11 +6,13 @@ import java.util.concurrent.TimeUnit
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
 import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, ShareConsumerSettings}
 import org.apache.hadoop.fs.Path
+import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.kafkashare.ExecutorLocality
 import org.apache.spark.internal.Logging
@@ -35,7 +37,7 @@ import org.apache.spark.sql.connector.read.streaming.{MicroBatchStream, Offset, 
  * locks expire, while a sink that had already committed that batch id would skip any new ones.
  */
 private[sparkkafkashare] final class KafkaShareMicroBatchStream(
-    options: KafkaShareSourceOptions,
+    val options: KafkaShareSourceOptions,
     checkpointLocation: String,
     session: SparkSession)
   extends MicroBatchStream with SupportsTriggerAvailableNow with ReportsSourceMetrics with Logging {
@@ -51,11 +53,13 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     admin.configureGroup(options)
   } catch { case NonFatal(e) => admin.close(); throw e }
 
+  runs.put(runId, this)
   private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
   private val slotLocations = new SlotLocations()
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
 
   private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
+  private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
   private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
 
   // State below is only touched by the query's stream execution thread.
@@ -73,6 +77,12 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var recordsFlowing = false
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
+  private var warnedLocksExpired = false
+  /**
+   * Explicit mode: what user code marked, by round. Written by [[recordMarks]] from the thread that
+   * runs foreachBatch (a Py4J thread for Python), read when the next round is planned.
+   */
+  private val marksByRound = new java.util.concurrent.ConcurrentHashMap[Long, AcknowledgementMarks]()
 
   override def initialOffset(): Offset = KafkaShareSourceOffset.Initial
 
@@ -85,6 +95,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val startRound = KafkaShareSourceOffset(start).round
     val heldFromStart = lastPlanned.collect { case p if p.round == startRound => counters.acquired.value - p.acquiredBefore }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
+    warnIfLocksExpired()
     recordsFlowing = lastRoundAcquired > 0
     if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
@@ -132,8 +143,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       // Stay where the slot's consumer is while that executor lives; otherwise spread slots evenly.
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
-      KafkaShareInputPartition(runId, slot, round, committedThrough, poll, topics, consumerConfig,
-        options.includeHeaders, pollTimeoutMs, location): InputPartition
+      KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough), poll, topics,
+        consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, location): InputPartition
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
     val roundStart = if (poll && !recordsFlowing) backlog.roundStart() else Map.empty[TopicPartition, Long]
@@ -145,6 +156,26 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   override def commit(end: Offset): Unit = {
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
     roundOfBatch.filterInPlace { case (_, round) => round >= committedRound } // stop() needs no older ones
+    marksByRound.keySet().removeIf(_ < committedRound) // slots have settled older rounds
+  }
+
+  /**
+   * Explicit mode: user code's acknowledgements for records of `round`, applied by the slots when
+   * the round is committed. Later marks of the same record replace earlier ones.
+   */
+  def recordMarks(round: Long, marks: Map[RecordCoordinates, AcknowledgeType]): Unit =
+    marksByRound.merge(round, AcknowledgementMarks(round, marks), (a, b) => AcknowledgementMarks(round, a.marks ++ b.marks))
+
+  private def marks(committedThrough: Long): AcknowledgementMarks =
+    Option(marksByRound.get(committedThrough)).getOrElse(AcknowledgementMarks.None)
+
+  /** The query learns, once, that records outlived their locks: the group delivers those again. */
+  private def warnIfLocksExpired(): Unit = if (!warnedLocksExpired && counters.locksExpired.value > 0) {
+    warnedLocksExpired = true
+    logWarning(s"Share group '${options.groupId}': ${counters.locksExpired.value} records lost their acquisition " +
+      "lock before they were acknowledged, so the group will deliver them again (duplicates). Renewal could not " +
+      s"keep them: check that the group allows lock renewal (share.renew.acknowledge.enable), raise option " +
+      s"'${KafkaShareSourceOptions.LockTimeoutMs}', or make batches shorter. Metric 'locksExpired' counts them.")
   }
 
   override def prepareForTriggerAvailableNow(): Unit = {
@@ -163,7 +194,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    */
   override def stop(): Unit = {
     val committedThrough = math.max(committedRound, lastCommittedBatch().flatMap(roundOfBatch.get).getOrElse(-1L))
-    try ConsumerCloser.closeRun(session, runId, slotLocations.value, committedThrough)
+    runs.remove(runId)
+    try ConsumerCloser.closeRun(session, runId, slotLocations.value, committedThrough, marks(committedThrough))
     finally admin.close()
   }
 
@@ -204,6 +236,11 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
   val FlowingPollTimeoutMs = 200L
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
+
+  /** The streams of the query runs in this driver, by run id: how explicit acknowledgements find theirs. */
+  private val runs = new java.util.concurrent.ConcurrentHashMap[String, KafkaShareMicroBatchStream]()
+
+  def running(runId: String): Option[KafkaShareMicroBatchStream] = Option(runs.get(runId))
 }
 
 /**

@@ -150,6 +150,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
 private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
+  /** Kafka's default for `group.share.record.lock.duration.ms`. */
+  val DefaultLockDurationMs = 30000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */

@@ -1,0 +1,94 @@
+package io.github.sparkkafkashare
+
+import java.util.Locale
+
+import io.github.sparkkafkashare.acknowledgements.RecordCoordinates
+import io.github.sparkkafkashare.options.{AcknowledgmentMode, KafkaShareSourceOptions}
+import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareMicroBatchStream}
+import org.apache.kafka.clients.consumer.AcknowledgeType
+import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.{classic, DataFrame}
+import org.apache.spark.sql.execution.datasources.v2.DataSourceRDDPartition
+import org.apache.spark.sql.functions.{broadcast, col, upper}
+import org.apache.spark.sql.types.{IntegerType, LongType, StringType}
+
+/**
+ * Explicit acknowledgement (`kafka.share.acknowledgment.mode=explicit`): inside `foreachBatch`,
+ * user code chooses per record whether the share group should consider it done (ACCEPT), deliver
+ * it again (RELEASE, its `deliveryCount` goes up) or never deliver it again (REJECT):
+ * {{{
+ *   query.writeStream.foreachBatch { (batch: DataFrame, batchId: Long) =>
+ *     val failed = process(batch) // a DataFrame of the records that could not be processed
+ *     KafkaShareAcknowledgements.acknowledge(batch,
+ *       failed.select($"topic", $"partition", $"offset", lit("release").as("acknowledgement")))
+ *   }
+ * }}}
+ * The marks take effect when Spark commits the batch, at the consumer that holds the records; if
+ * the batch fails instead, every record of it is released. Records left unmarked are ACCEPTed.
+ * The Python package calls [[acknowledge]] over Py4J.
+ */
+object KafkaShareAcknowledgements {
+  val Columns: Seq[String] = Seq("topic", "partition", "offset", "acknowledgement")
+  private val types = Map(
+    "ACCEPT" -> AcknowledgeType.ACCEPT, "RELEASE" -> AcknowledgeType.RELEASE, "REJECT" -> AcknowledgeType.REJECT)
+
+  /**
+   * Records `marks` (columns `topic`, `partition`, `offset`, `acknowledgement`: one of `accept`,
+   * `release`, `reject`) for the records of `batch`, the DataFrame foreachBatch received. Marking
+   * a record twice keeps the later mark. Only the marks are collected to the driver, so mark the
+   * exceptions and let the rest default to ACCEPT.
+   */
+  def acknowledge(batch: DataFrame, marks: DataFrame): Unit = {
+    val (stream, round) = shareBatch(batch)
+    if (stream.options.acknowledgmentMode != AcknowledgmentMode.Explicit) {
+      throw KafkaShareErrors.acknowledgeNeedsExplicitMode(KafkaShareSourceOptions.AcknowledgmentModeOption)
+    }
+    val missing = Columns.filterNot(c => marks.columns.exists(_.equalsIgnoreCase(c)))
+    if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
+
+    val coordinates = Seq(col("topic").cast(StringType), col("partition").cast(IntegerType), col("offset").cast(LongType))
+    val rows = marks.select(coordinates :+ upper(col("acknowledgement")).as("acknowledgement"): _*).collect()
+    val parsed = rows.map { row =>
+      if ((0 until 4).exists(row.isNullAt)) throw KafkaShareErrors.invalidMarks(s"a mark has a null field: $row")
+      val ackType = types.getOrElse(row.getString(3), throw KafkaShareErrors.invalidMarks(
+        s"acknowledgement '${row.getString(3).toLowerCase(Locale.ROOT)}' of record ${row.getString(0)}-${row.getInt(1)}" +
+          s"@${row.getLong(2)} is not one of ${types.keys.map(_.toLowerCase(Locale.ROOT)).mkString(", ")}"))
+      RecordCoordinates(row.getString(0), row.getInt(1), row.getLong(2)) -> ackType
+    }
+    if (parsed.nonEmpty) {
+      // Marks are few, so they are broadcast and the batch is scanned once, without a shuffle.
+      val keys = Seq("topic", "partition", "offset")
+      val marked = marks.select(coordinates: _*).distinct()
+      val inBatch = batch.select(coordinates: _*).join(broadcast(marked), keys, "left_semi").count()
+      if (inBatch < parsed.map(_._1).distinct.length) {
+        val notInBatch = marked.join(batch.select(coordinates: _*), keys, "left_anti").limit(5).collect()
+        throw KafkaShareErrors.marksOutsideBatch(notInBatch.toSeq.map(r => s"${r.getString(0)}-${r.getInt(1)}@${r.getLong(2)}"))
+      }
+      stream.recordMarks(round, parsed.toMap)
+    }
+  }
+
+  /**
+   * The kafka-share stream that produced `batch`, and the round the batch read. foreachBatch hands
+   * over the batch as an already planned RDD, so the batch's input partitions are found in its
+   * lineage; they name the query run, whose stream is registered while it runs.
+   */
+  private def shareBatch(batch: DataFrame): (KafkaShareMicroBatchStream, Long) = {
+    val runsAndRounds = batch match {
+      case ds: classic.Dataset[_] => inputPartitions(ds.queryExecution.toRdd).map(p => (p.runId, p.round)).distinct
+      case _ => Nil
+    }
+    runsAndRounds match {
+      case Seq((runId, round)) =>
+        (KafkaShareMicroBatchStream.running(runId).getOrElse(throw KafkaShareErrors.notAShareBatch(0)), round)
+      case other => throw KafkaShareErrors.notAShareBatch(other.map(_._1).distinct.size)
+    }
+  }
+
+  private def inputPartitions(rdd: RDD[_]): Seq[KafkaShareInputPartition] = {
+    val own = rdd.partitions.toSeq.collect {
+      case p: DataSourceRDDPartition => p.inputPartition.collect { case k: KafkaShareInputPartition => k }
+    }.flatten
+    own ++ rdd.dependencies.flatMap(d => inputPartitions(d.rdd))
+  }
+}

@@ -1,0 +1,162 @@
+"""Explicit acknowledgement (kafka.share.acknowledgment.mode=explicit): marks made in foreachBatch
+reach the consumer that holds the records when the batch commits, and the broker acts on them."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from conftest import KafkaCluster, share_stream, values, wait_until
+from spark_kafka_share import AcknowledgeType, KafkaShareAcknowledgementError, acknowledge, marks
+
+EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
+
+
+def run_until(df: DataFrame, sink: Any, done: Any, timeout_s: float, what: str) -> dict[str, str]:
+    """Runs `sink` on every batch until `done()`; returns the source metrics of the last progress."""
+    query = df.writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(lambda: query.exception() is not None or done(), timeout_s, what)
+        assert query.exception() is None, str(query.exception())
+        return dict(query.lastProgress["sources"][0]["metrics"]) if query.lastProgress else {}
+    finally:
+        query.stop()
+
+
+def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_ones_never(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(300)
+    kafka.produce(topic, expected, key=str)
+    to_release = set(expected[1::3])
+    to_reject = set(expected[2::3])
+    seen: list[tuple[str, int]] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
+        seen.extend((r.v, r.deliveryCount) for r in rows)
+        first = batch.filter("deliveryCount = 1").withColumn("v", F.col("value").cast("string"))
+        acknowledge(batch, marks(first.filter(F.col("v").isin(*to_release)), AcknowledgeType.RELEASE))
+        acknowledge(batch, marks(first.filter(F.col("v").isin(*to_reject)), AcknowledgeType.REJECT))
+
+    def done() -> bool:
+        return len(seen) >= len(expected) + len(to_release) and kafka.total_lag(group) == 0
+
+    metrics = run_until(
+        share_stream(spark, topic, group, **EXPLICIT), sink, done, 120, "released records returned"
+    )
+    time.sleep(3)  # a rejected record that came back would arrive within a few rounds
+
+    deliveries = collections.defaultdict(list)
+    for value, count in seen:
+        deliveries[value].append(count)
+    assert set(deliveries) == set(expected)
+    wrong = {
+        v: counts
+        for v, counts in deliveries.items()
+        if sorted(counts) != ([1, 2] if v in to_release else [1])
+    }
+    assert not wrong, f"{len(wrong)} records delivered other than marked, e.g. {list(wrong.items())[:5]}"
+    assert kafka.total_lag(group) == 0
+    assert int(metrics["recordsRejected"]) == len(to_reject)
+    assert int(metrics["recordsReleased"]) >= len(to_release)
+
+
+def test_acknowledge_rejects_marks_it_cannot_apply(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(20))
+    errors: dict[str, BaseException] = {}
+
+    def attempt(name: str, call: Any) -> None:
+        try:
+            call()
+        except Exception as e:  # noqa: BLE001 - every outcome is asserted below
+            errors[name] = e
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        if batch.isEmpty():
+            return
+        outside = spark.createDataFrame(
+            [(topic, 0, 10_000, "reject")], "topic string, partition int, offset long, acknowledgement string"
+        )
+        attempt("outside", lambda: acknowledge(batch, outside))
+        attempt(
+            "bad-type",
+            lambda: acknowledge(
+                batch, batch.select("topic", "partition", "offset", F.lit("drop").alias("acknowledgement"))
+            ),
+        )
+        attempt("no-column", lambda: acknowledge(batch, batch.select("topic", "partition", "offset")))
+        attempt("not-a-batch", lambda: acknowledge(outside, outside))
+
+    run_until(
+        share_stream(spark, topic, group, **EXPLICIT),
+        sink,
+        lambda: len(errors) == 4,
+        90,
+        "every bad call raised",
+    )
+    assert {name: type(e) for name, e in errors.items()} == dict.fromkeys(
+        errors, KafkaShareAcknowledgementError
+    )
+    conditions = {name: getattr(e, "condition", None) for name, e in errors.items()}
+    assert conditions == {
+        "outside": "KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH",
+        "bad-type": "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
+        "no-column": "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
+        "not-a-batch": "KAFKA_SHARE_ACKNOWLEDGE_NOT_A_SHARE_BATCH",
+    }
+    assert f"{topic}-0@10000" in str(errors["outside"])
+    assert "acknowledgement 'drop'" in str(errors["bad-type"])
+    assert "missing column(s) acknowledgement" in str(errors["no-column"])
+
+
+def test_acknowledge_needs_explicit_mode(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(5))
+    errors: list[BaseException] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        if not batch.isEmpty():
+            try:
+                acknowledge(batch, marks(batch, AcknowledgeType.REJECT))
+            except Exception as e:  # noqa: BLE001 - asserted below
+                errors.append(e)
+
+    df = share_stream(spark, topic, group, startingOffsets="earliest")
+    run_until(df, sink, lambda: bool(errors), 60, "acknowledge raised")
+    assert isinstance(errors[0], KafkaShareAcknowledgementError)
+    assert "needs option 'kafka.share.acknowledgment.mode' = 'explicit'" in str(errors[0])
+
+
+def test_a_batch_evaluated_twice_has_the_same_records(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    expected = values(500)
+    kafka.produce(topic, expected)
+    first: list[str] = []
+    mismatches: list[int] = []
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        runs = [sorted(r.v for r in batch.selectExpr("cast(value as string) v").collect()) for _ in range(2)]
+        if any(run != runs[0] for run in runs):
+            mismatches.append(batch_id)
+        first.extend(runs[0])
+
+    run_until(
+        share_stream(spark, topic, group, startingOffsets="earliest"),
+        sink,
+        lambda: len(first) >= len(expected) and kafka.total_lag(group) == 0,
+        90,
+        "the topic was drained",
+    )
+    assert mismatches == [], "a batch's DataFrame gave different records when evaluated again"
+    assert sorted(first) == expected

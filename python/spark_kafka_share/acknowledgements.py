@@ -1,0 +1,73 @@
+"""Explicit acknowledgement from ``foreachBatch``: choose, per record, what the share group does with it.
+
+With ``acknowledgment_mode=AcknowledgmentMode.EXPLICIT`` on the source, a ``foreachBatch`` function
+marks records of its batch::
+
+    from pyspark.sql import functions as F
+    from spark_kafka_share import AcknowledgeType, acknowledge, marks
+
+    def process(batch_df, batch_id):
+        parsed = batch_df.withColumn("order", F.from_json(F.col("value").cast("string"), schema))
+        parsed.filter("order IS NOT NULL").write.mode("append").saveAsTable("orders")
+        # Unparseable records are never delivered again; everything else is accepted.
+        acknowledge(batch_df, marks(parsed.filter("order IS NULL"), AcknowledgeType.REJECT))
+
+The marks take effect when Spark commits the batch, at the consumer that holds the records. If the
+batch fails instead, all of its records are released and delivered again.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ._jvm import driver_jvm, raising_kafka_share_errors, require_classic_session, require_connector
+
+
+class AcknowledgeType(str, Enum):
+    """What the share group does with a marked record once its batch commits."""
+
+    ACCEPT = "accept"
+    """Done: never delivered again (the default for records left unmarked)."""
+    RELEASE = "release"
+    """Delivered again, with ``deliveryCount`` one higher."""
+    REJECT = "reject"
+    """Never delivered again, and not counted as processed (for records that cannot be processed)."""
+
+
+def marks(records: DataFrame, acknowledgement: AcknowledgeType) -> DataFrame:
+    """The marks DataFrame that gives every record of ``records`` the same ``acknowledgement``.
+
+    ``records`` needs the source's ``topic``, ``partition`` and ``offset`` columns::
+
+        marks(batch_df.filter("deliveryCount > 3"), AcknowledgeType.REJECT)
+    """
+    return records.select(
+        "topic", "partition", "offset", F.lit(AcknowledgeType(acknowledgement).value).alias("acknowledgement")
+    )
+
+
+def acknowledge(batch_df: DataFrame, marks_df: DataFrame) -> None:
+    """Mark records of a ``foreachBatch`` batch ACCEPT, RELEASE or REJECT.
+
+    ``batch_df`` is the DataFrame ``foreachBatch`` received; ``marks_df`` has the columns ``topic``,
+    ``partition``, ``offset`` and ``acknowledgement`` (``"accept"``, ``"release"`` or ``"reject"``),
+    for example from :func:`marks`. Records left unmarked are accepted. Only the marks are collected
+    to the driver, so mark the exceptions. Marking a record twice keeps the later mark.
+
+    Raises ``KafkaShareAcknowledgementError`` if the source is not in explicit mode, the marks are
+    malformed, or a marked record is not in this batch. Needs a classic session (not Spark Connect).
+    """
+    spark = batch_df.sparkSession
+    require_classic_session(
+        spark,
+        "acknowledge()",
+        "the marks go to the kafka-share source inside the driver JVM",
+        "Run the query from a classic session, or use acknowledgment_mode=implicit.",
+    )
+    require_connector(spark)
+    acknowledgements = driver_jvm(spark).io.github.sparkkafkashare.KafkaShareAcknowledgements
+    with raising_kafka_share_errors():
+        acknowledgements.acknowledge(batch_df._jdf, marks_df._jdf)
