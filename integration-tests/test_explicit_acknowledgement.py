@@ -9,9 +9,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_kafka_share import AcknowledgeType, KafkaShareAcknowledgementError, acknowledge, marks
 
 from conftest import KafkaCluster, share_stream, values, wait_until
-from spark_kafka_share import AcknowledgeType, KafkaShareAcknowledgementError, acknowledge, marks
 
 EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
 
@@ -77,7 +77,7 @@ def test_acknowledge_rejects_marks_it_cannot_apply(
     def attempt(name: str, call: Any) -> None:
         try:
             call()
-        except Exception as e:  # noqa: BLE001 - every outcome is asserted below
+        except Exception as e:
             errors[name] = e
 
     def sink(batch: DataFrame, _batch_id: int) -> None:
@@ -127,7 +127,7 @@ def test_acknowledge_needs_explicit_mode(spark: SparkSession, kafka: KafkaCluste
         if not batch.isEmpty():
             try:
                 acknowledge(batch, marks(batch, AcknowledgeType.REJECT))
-            except Exception as e:  # noqa: BLE001 - asserted below
+            except Exception as e:
                 errors.append(e)
 
     df = share_stream(spark, topic, group, startingOffsets="earliest")
