@@ -44,7 +44,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val config = partition.consumerConfig
     val clientId = config(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
     (config + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
-  }, partition.lockTimeoutMs)
+  }, partition.lockTimeoutMs, partition.renewLocks)
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
@@ -63,6 +63,9 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         metrics.accepted.add(settled.accepted)
         metrics.released.add(settled.released)
         metrics.rejected.add(settled.rejected)
+        // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
+        // fetch carrying them has been seen to hand the same records back to this client again and again.
+        if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
         if (partition.poll) {
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           metrics.acquired.add(polled.size)

@@ -42,13 +42,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   /** The slot's consumer, created on first use, locked for the caller until [[giveBack]]. */
-  def borrow(key: SlotKey, config: => java.util.Map[String, Object], lockMs: Long): ShareConsumerSlot = {
+  def borrow(key: SlotKey, config: => java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
+      : ShareConsumerSlot = {
     janitor // started with the first consumer
-    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, lockMs))
+    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, lockMs, renewLocks))
     slot.lock.lockInterruptibly()
     if (slots.get(key) ne slot) { // closed while we waited
       slot.lock.unlock()
-      borrow(key, config, lockMs)
+      borrow(key, config, lockMs, renewLocks)
     } else slot
   }
 

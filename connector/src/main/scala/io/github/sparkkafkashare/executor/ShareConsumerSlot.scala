@@ -36,11 +36,14 @@ private[sparkkafkashare] final case class LockEvents(renewed: Long, expired: Lon
  * holds [[consumerLock]], since a share consumer must not be used by two threads at once.
  *
  * @param configuredLockMs the lock duration the query asked for, until the broker tells the real one
+ * @param renewLocks       false when the group refuses RENEW: a refused renewal leaves the client
+ *                         returning the records again from later polls, so it is never tried then
  */
 private[sparkkafkashare] final class ShareConsumerSlot(
     val key: SlotKey,
     config: java.util.Map[String, Object],
-    configuredLockMs: Long)
+    configuredLockMs: Long,
+    renewLocks: Boolean)
   extends Logging {
 
   private val consumer =
@@ -145,7 +148,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * records that come back replace the held ones (the running batch already has their rows).
    * Skipped while a task uses the consumer; the renewer comes back shortly.
    */
-  def renewLocksIfDue(): Unit = if (held.exists(_.size > 0) && consumerLock.tryLock()) {
+  def renewLocksIfDue(): Unit = if (renewLocks && held.exists(_.size > 0) && consumerLock.tryLock()) {
     try held.filter(_.size > 0).foreach { records =>
       val lockMs = consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs)
       if (System.nanoTime() - records.lockedSinceNanos > TimeUnit.MILLISECONDS.toNanos(lockMs) / 2) renew(records)

@@ -15,6 +15,7 @@ import org.apache.spark.sql.connector.read.InputPartition
  *                         or the closing round of Trigger.AvailableNow)
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
  * @param lockTimeoutMs    the records' lock duration until the broker reports it; drives renewal
+ * @param renewLocks       false when the group refuses lock renewal
  */
 private[sparkkafkashare] final case class KafkaShareInputPartition(
     runId: String,
@@ -28,6 +29,7 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     includeHeaders: Boolean,
     pollTimeoutMs: Long,
     lockTimeoutMs: Long,
+    renewLocks: Boolean,
     location: Option[String])
   extends InputPartition {
 

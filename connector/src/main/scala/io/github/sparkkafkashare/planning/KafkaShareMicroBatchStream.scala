@@ -48,10 +48,16 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val runId = UUID.randomUUID().toString
   private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
   private val admin = new ShareGroupAdmin(options.connection)
-  try {
+  /** Whether slots renew the locks of records whose batch runs longer than half the lock. */
+  private val renewLocks = try {
     admin.checkShareGroupsEnabled()
     admin.configureGroup(options)
+    admin.lockRenewalAllowed()
   } catch { case NonFatal(e) => admin.close(); throw e }
+  if (!renewLocks) {
+    logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
+      "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
+  }
 
   runs.put(runId, this)
   private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
@@ -144,7 +150,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
       KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough), poll, topics,
-        consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, location): InputPartition
+        consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location): InputPartition
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
     val roundStart = if (poll && !recordsFlowing) backlog.roundStart() else Map.empty[TopicPartition, Long]

@@ -61,6 +61,16 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     }
   }
 
+  /**
+   * Whether the group lets members renew record locks (RENEW): `share.renew.acknowledge.enable`
+   * (Kafka 4.3) when the broker reports it, else yes.
+   */
+  def lockRenewalAllowed(): Boolean = {
+    val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
+    val configs = await(s"reading the configs of share group '$group'", admin.describeConfigs(Seq(resource).asJava).all())
+    Option(configs.get(resource)).flatMap(c => Option(c.get(RenewAllowedConfig))).forall(_.value().toBoolean)
+  }
+
   /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
   def subscribedTopics(subscription: Subscription): Set[String] = subscription match {
     case Subscription.Topics(topics) => topics.toSet
@@ -150,6 +160,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
 private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
+  val RenewAllowedConfig = "share.renew.acknowledge.enable"
   /** Kafka's default for `group.share.record.lock.duration.ms`. */
   val DefaultLockDurationMs = 30000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"

@@ -1,0 +1,93 @@
+"""Batches that take longer than the acquisition lock: the source renews the locks of the records it
+holds (RENEW) until their batch commits, and shows in its metrics when the broker refuses."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from pyspark.sql import DataFrame, SparkSession
+
+from conftest import KafkaCluster, share_stream, values, wait_until
+
+LOCK_MS = 3000
+SLOW_BATCH_S = 3 * LOCK_MS / 1000
+
+
+def run_with_one_slow_batch(
+    spark: SparkSession, kafka: KafkaCluster, topic: str, group: str, expected: list[str]
+):
+    """Runs a query whose first non-empty batch takes three lock durations; returns what the sink
+    saw as (value, deliveryCount) and the source metrics at the end."""
+    seen: list[tuple[str, int]] = []
+    slowed: list[int] = []
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        rows = batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
+        if rows and not slowed:
+            slowed.append(batch_id)
+            time.sleep(SLOW_BATCH_S)
+        seen.extend((r.v, r.deliveryCount) for r in rows)
+
+    df = share_stream(
+        spark, topic, group, startingOffsets="earliest", **{"kafka.share.lock.timeout.ms": str(LOCK_MS)}
+    )
+    query = df.writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(
+            lambda: (
+                query.exception() is not None
+                or (len({v for v, _ in seen}) == len(expected) and kafka.total_lag(group) == 0)
+            ),
+            120,
+            "every record was read and acknowledged",
+        )
+        assert query.exception() is None, str(query.exception())
+        time.sleep(LOCK_MS / 1000 + 1)  # a record whose lock had lapsed would come back by now
+        return seen, dict(query.lastProgress["sources"][0]["metrics"])
+    finally:
+        query.stop()
+
+
+def test_records_of_a_batch_longer_than_the_lock_are_renewed_not_redelivered(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(2000)
+    kafka.produce(topic, expected, key=str)
+
+    seen, metrics = run_with_one_slow_batch(spark, kafka, topic, group, expected)
+
+    duplicated = {v: n for v, n in collections.Counter(v for v, _ in seen).items() if n > 1}
+    assert sorted({v for v, _ in seen}) == expected
+    assert not duplicated, f"{len(duplicated)} records delivered twice although their batch was running"
+    assert {count for _, count in seen} == {1}
+    assert int(metrics["lockRenewals"]) > 0
+    assert metrics["locksExpired"] == "0"
+
+
+def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_say_so(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    expected = values(200)
+    kafka.produce(topic, expected)
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(
+                "share.renew.acknowledge.enable", "false", incremental_operation=AlterConfigOpType.SET
+            )
+        ],
+    )
+    kafka.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+    seen, metrics = run_with_one_slow_batch(spark, kafka, topic, group, expected)
+
+    # At-least-once still: nothing lost, the slow batch's records delivered again.
+    assert sorted({v for v, _ in seen}) == expected
+    assert max(count for _, count in seen) >= 2
+    assert int(metrics["locksExpired"]) > 0
+    assert metrics["lockRenewals"] == "0"
