@@ -2,7 +2,7 @@ package io.github.sparkkafkashare
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.acknowledgements.HeldRecords
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options._
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
@@ -102,10 +102,20 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       .contains("new checkpoint location"))
   }
 
-  test("held records are accepted once their round is committed and released otherwise") {
-    val held = new HeldRecords(7, java.util.List.of(new ConsumerRecord("t", 0, 1L, Array[Byte](), Array[Byte]())))
-    assert(held.settlement(committedThrough = 7) == AcknowledgeType.ACCEPT)
-    assert(held.settlement(committedThrough = 9) == AcknowledgeType.ACCEPT)
-    assert(held.settlement(committedThrough = 6) == AcknowledgeType.RELEASE)
+  test("held records are accepted (or marked) once their round is committed and released otherwise") {
+    val record = new ConsumerRecord("t", 0, 1L, Array[Byte](), Array[Byte]())
+    val other = new ConsumerRecord("t", 0, 2L, Array[Byte](), Array[Byte]())
+    val held = new HeldRecords(7, java.util.List.of(record, other), System.nanoTime())
+    val none = AcknowledgementMarks.None
+    assert(held.settlement(committedThrough = 7, none, record) == AcknowledgeType.ACCEPT)
+    assert(held.settlement(committedThrough = 9, none, record) == AcknowledgeType.ACCEPT)
+    assert(held.settlement(committedThrough = 6, none, record) == AcknowledgeType.RELEASE)
+
+    val marks = AcknowledgementMarks(7, Map(RecordCoordinates("t", 0, 1L) -> AcknowledgeType.REJECT))
+    assert(held.settlement(committedThrough = 7, marks, record) == AcknowledgeType.REJECT)
+    assert(held.settlement(committedThrough = 7, marks, other) == AcknowledgeType.ACCEPT) // unmarked
+    assert(held.settlement(committedThrough = 6, marks, record) == AcknowledgeType.RELEASE) // not committed
+    val marksOfAnotherRound = AcknowledgementMarks(8, marks.marks)
+    assert(held.settlement(committedThrough = 8, marksOfAnotherRound, record) == AcknowledgeType.ACCEPT)
   }
 }
