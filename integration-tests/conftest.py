@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import DataFrame, SparkSession
 
@@ -63,6 +63,12 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+@dataclass(frozen=True)
+class ConsumedRecord:
+    value: str
+    headers: dict[str, str]
+
+
 @dataclass
 class KafkaCluster:
     """The local broker, for creating topics, producing records and reading share-group state."""
@@ -87,6 +93,33 @@ class KafkaCluster:
                 producer.poll(0)
         remaining = producer.flush(60)
         assert remaining == 0, f"{remaining} records were not delivered to {topic}"
+
+    def consume_all(self, topic: str, expected_count: int, timeout_s: float = 30) -> list[ConsumedRecord]:
+        """Reads `topic` from the start with a plain consumer until `expected_count` records arrived,
+        then briefly longer, so that records beyond the expected ones would show."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"read-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([topic])
+        records: list[ConsumedRecord] = []
+        deadline = time.monotonic() + timeout_s
+        quiet_until = None
+        try:
+            while time.monotonic() < deadline and (quiet_until is None or time.monotonic() < quiet_until):
+                message = consumer.poll(0.5)
+                if message is None or message.error():
+                    continue
+                headers = {k: (v or b"").decode() for k, v in (message.headers() or [])}
+                records.append(ConsumedRecord((message.value() or b"").decode(), headers))
+                if len(records) >= expected_count and quiet_until is None:
+                    quiet_until = time.monotonic() + 2
+        finally:
+            consumer.close()
+        return records
 
     def group_state(self, group: str) -> dict[str, Any]:
         """The share group as Kafka's Admin API reports it (see KafkaShareGroups.describeJson)."""

@@ -9,7 +9,13 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from spark_kafka_share import AcknowledgeType, KafkaShareAcknowledgementError, acknowledge, marks
+from spark_kafka_share import (
+    AcknowledgeType,
+    KafkaShareAcknowledgementError,
+    acknowledge,
+    marks,
+    release_or_dead_letter,
+)
 
 from conftest import KafkaCluster, share_stream, values, wait_until
 
@@ -160,3 +166,37 @@ def test_a_batch_evaluated_twice_has_the_same_records(
     )
     assert mismatches == [], "a batch's DataFrame gave different records when evaluated again"
     assert sorted(first) == expected
+
+
+def test_a_poison_record_is_retried_then_dead_lettered_while_every_other_record_is_processed(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    dead_letters = kafka.new_topic()
+    expected = values(400)
+    poison = expected[137]
+    kafka.produce(topic, expected, key=str)
+    processed: list[str] = []
+    poison_attempts: list[int] = []
+    parked: list[int] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
+        # "Processing": every record succeeds except the poison one, every time.
+        processed.extend(r.v for r in rows if r.v != poison)
+        poison_attempts.extend(r.deliveryCount for r in rows if r.v == poison)
+        failed = batch.filter(F.col("value").cast("string") == poison)
+        parked.append(release_or_dead_letter(batch, failed, max_deliveries=3, dead_letter_topic=dead_letters))
+
+    run_until(
+        share_stream(spark, topic, group, **EXPLICIT),
+        sink,
+        lambda: sum(parked) == 1 and kafka.total_lag(group) == 0,
+        120,
+        "the poison record was parked and the topic drained",
+    )
+    assert sorted(processed) == sorted(v for v in expected if v != poison)  # each once, none lost
+    assert poison_attempts == [1, 2, 3]
+    copies = kafka.consume_all(dead_letters, expected_count=1)
+    assert [(c.value, c.headers["kafka-share.delivery-count"]) for c in copies] == [(poison, "3")]
+    assert copies[0].headers["kafka-share.origin"].startswith(f"{topic}-")

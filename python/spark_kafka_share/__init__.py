@@ -9,7 +9,7 @@ A thin layer over the connector that ships inside this package::
     df = read_share_stream(spark, bootstrap_servers="localhost:9092", group_id="g", subscribe="orders")
 """
 
-from .acknowledgements import AcknowledgeType, acknowledge, marks
+from .acknowledgements import AcknowledgeType, acknowledge, marks, release_or_dead_letter
 from .errors import (
     KafkaShareAcknowledgementError,
     KafkaShareBrokerUnreachableError,
@@ -54,6 +54,7 @@ __all__ = [
     "jar_path",
     "marks",
     "read_share_stream",
+    "release_or_dead_letter",
     "share_group_state",
     "share_group_state_df",
 ]

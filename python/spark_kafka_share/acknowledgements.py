@@ -14,6 +14,11 @@ marks records of its batch::
 
 The marks take effect when Spark commits the batch, at the consumer that holds the records. If the
 batch fails instead, all of its records are released and delivered again.
+
+Poison records (ones that fail every time) are retried a bounded number of times and then parked::
+
+    failed = ...  # the rows of batch_df whose processing failed
+    release_or_dead_letter(batch_df, failed, max_deliveries=5, dead_letter_topic="orders-dlq")
 """
 
 from __future__ import annotations
@@ -71,3 +76,32 @@ def acknowledge(batch_df: DataFrame, marks_df: DataFrame) -> None:
     acknowledgements = driver_jvm(spark).io.github.sparkkafkashare.KafkaShareAcknowledgements
     with raising_kafka_share_errors():
         acknowledgements.acknowledge(batch_df._jdf, marks_df._jdf)
+
+
+def release_or_dead_letter(
+    batch_df: DataFrame, failed_df: DataFrame, max_deliveries: int, dead_letter_topic: str | None = None
+) -> int:
+    """Retry the records of ``failed_df`` a bounded number of times, then park them.
+
+    ``failed_df`` holds rows of ``batch_df`` (with the source's columns) whose processing failed.
+    Records delivered fewer than ``max_deliveries`` times are released (delivered again with
+    ``deliveryCount`` one higher); the others are copied to ``dead_letter_topic``, if given, and
+    rejected. Copies keep key, value and headers and add the headers ``kafka-share.origin``
+    (``topic-partition@offset``) and ``kafka-share.delivery-count``. Returns how many records were
+    parked. Needs ``acknowledgment_mode=AcknowledgmentMode.EXPLICIT`` and a classic session.
+    """
+    spark = batch_df.sparkSession
+    require_classic_session(
+        spark,
+        "release_or_dead_letter()",
+        "the marks go to the kafka-share source inside the driver JVM",
+        "Run the query from a classic session.",
+    )
+    require_connector(spark)
+    acknowledgements = driver_jvm(spark).io.github.sparkkafkashare.KafkaShareAcknowledgements
+    with raising_kafka_share_errors():
+        return int(
+            acknowledgements.releaseOrDeadLetter(
+                batch_df._jdf, failed_df._jdf, max_deliveries, dead_letter_topic
+            )
+        )

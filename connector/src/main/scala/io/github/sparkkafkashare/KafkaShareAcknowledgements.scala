@@ -2,12 +2,12 @@ package io.github.sparkkafkashare
 
 import java.util.Locale
 
-import io.github.sparkkafkashare.acknowledgements.RecordCoordinates
+import io.github.sparkkafkashare.acknowledgements.{DeadLetters, RecordCoordinates}
 import io.github.sparkkafkashare.options.{AcknowledgmentMode, KafkaShareSourceOptions}
 import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareMicroBatchStream}
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.{classic, DataFrame}
+import org.apache.spark.sql.{classic, DataFrame, Row}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceRDDPartition
 import org.apache.spark.sql.functions.{broadcast, col, upper}
 import org.apache.spark.sql.types.{IntegerType, LongType, StringType}
@@ -39,32 +39,74 @@ object KafkaShareAcknowledgements {
    * exceptions and let the rest default to ACCEPT.
    */
   def acknowledge(batch: DataFrame, marks: DataFrame): Unit = {
-    val (stream, round) = shareBatch(batch)
-    if (stream.options.acknowledgmentMode != AcknowledgmentMode.Explicit) {
-      throw KafkaShareErrors.acknowledgeNeedsExplicitMode(KafkaShareSourceOptions.AcknowledgmentModeOption)
-    }
+    val (stream, round) = explicitBatch(batch)
     val missing = Columns.filterNot(c => marks.columns.exists(_.equalsIgnoreCase(c)))
     if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
 
-    val coordinates = Seq(col("topic").cast(StringType), col("partition").cast(IntegerType), col("offset").cast(LongType))
     val rows = marks.select(coordinates :+ upper(col("acknowledgement")).as("acknowledgement"): _*).collect()
     val parsed = rows.map { row =>
       if ((0 until 4).exists(row.isNullAt)) throw KafkaShareErrors.invalidMarks(s"a mark has a null field: $row")
       val ackType = types.getOrElse(row.getString(3), throw KafkaShareErrors.invalidMarks(
-        s"acknowledgement '${row.getString(3).toLowerCase(Locale.ROOT)}' of record ${row.getString(0)}-${row.getInt(1)}" +
-          s"@${row.getLong(2)} is not one of ${types.keys.map(_.toLowerCase(Locale.ROOT)).mkString(", ")}"))
+        s"acknowledgement '${row.getString(3).toLowerCase(Locale.ROOT)}' of record ${describe(row)} is not one of " +
+          types.keys.map(_.toLowerCase(Locale.ROOT)).mkString(", ")))
       RecordCoordinates(row.getString(0), row.getInt(1), row.getLong(2)) -> ackType
     }
     if (parsed.nonEmpty) {
-      // Marks are few, so they are broadcast and the batch is scanned once, without a shuffle.
-      val keys = Seq("topic", "partition", "offset")
-      val marked = marks.select(coordinates: _*).distinct()
-      val inBatch = batch.select(coordinates: _*).join(broadcast(marked), keys, "left_semi").count()
-      if (inBatch < parsed.map(_._1).distinct.length) {
-        val notInBatch = marked.join(batch.select(coordinates: _*), keys, "left_anti").limit(5).collect()
-        throw KafkaShareErrors.marksOutsideBatch(notInBatch.toSeq.map(r => s"${r.getString(0)}-${r.getInt(1)}@${r.getLong(2)}"))
-      }
+      checkInBatch(batch, marks, parsed.map(_._1).distinct.length)
       stream.recordMarks(round, parsed.toMap)
+    }
+  }
+
+  /**
+   * Poison records: the records of `batch` in `failed` (which needs the source's columns) could not
+   * be processed. Those delivered fewer than `maxDeliveries` times are RELEASEd, so the group
+   * delivers them again; the others are copied to `deadLetterTopic` (when given) and REJECTed, so
+   * they stop coming back. Copies keep key, value and headers, and add headers
+   * `kafka-share.origin` (`topic-partition@offset`) and `kafka-share.delivery-count`.
+   * Returns how many records were sent to the dead-letter topic or rejected.
+   */
+  def releaseOrDeadLetter(batch: DataFrame, failed: DataFrame, maxDeliveries: Int, deadLetterTopic: String): Long = {
+    if (maxDeliveries < 1) throw KafkaShareErrors.invalidMarks(s"maxDeliveries must be at least 1, not $maxDeliveries")
+    val (stream, round) = explicitBatch(batch)
+    val missing = (Columns.take(3) :+ "deliveryCount").filterNot(c => failed.columns.exists(_.equalsIgnoreCase(c)))
+    if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
+    val exhausted = col("deliveryCount") >= maxDeliveries
+    val retried = failed.filter(!exhausted).select(coordinates: _*).collect()
+      .map(r => RecordCoordinates(r.getString(0), r.getInt(1), r.getLong(2)) -> AcknowledgeType.RELEASE)
+    val poison = failed.filter(exhausted).collect()
+    val rejected = poison.map(r => RecordCoordinates(r.getAs[String]("topic"), r.getAs[Int]("partition"),
+      r.getAs[Long]("offset")) -> AcknowledgeType.REJECT)
+    val marked = retried ++ rejected
+    if (marked.nonEmpty) {
+      checkInBatch(batch, failed, marked.map(_._1).distinct.length)
+      Option(deadLetterTopic).filter(_.nonEmpty).foreach(topic => DeadLetters.send(stream.options.connection, topic, poison.toSeq))
+      stream.recordMarks(round, marked.toMap)
+    }
+    rejected.length.toLong
+  }
+
+  private val coordinates = Seq(col("topic").cast(StringType), col("partition").cast(IntegerType), col("offset").cast(LongType))
+
+  private def describe(row: Row): String = s"${row.getString(0)}-${row.getInt(1)}@${row.getLong(2)}"
+
+  /** The stream and round of `batch`, which must come from a kafka-share source in explicit mode. */
+  private def explicitBatch(batch: DataFrame): (KafkaShareMicroBatchStream, Long) = {
+    val (stream, round) = shareBatch(batch)
+    if (stream.options.acknowledgmentMode != AcknowledgmentMode.Explicit) {
+      throw KafkaShareErrors.acknowledgeNeedsExplicitMode(KafkaShareSourceOptions.AcknowledgmentModeOption)
+    }
+    (stream, round)
+  }
+
+  /** Fails unless every record `marks` names is in `batch`. */
+  private def checkInBatch(batch: DataFrame, marks: DataFrame, distinctMarks: Int): Unit = {
+    // Marks are few, so they are broadcast and the batch is scanned once, without a shuffle.
+    val keys = Seq("topic", "partition", "offset")
+    val marked = marks.select(coordinates: _*).distinct()
+    val inBatch = batch.select(coordinates: _*).join(broadcast(marked), keys, "left_semi").count()
+    if (inBatch < distinctMarks) {
+      val notInBatch = marked.join(batch.select(coordinates: _*), keys, "left_anti").limit(5).collect()
+      throw KafkaShareErrors.marksOutsideBatch(notInBatch.toSeq.map(describe))
     }
   }
 
