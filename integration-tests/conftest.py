@@ -195,6 +195,27 @@ def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     return [(value, count) for f in files for value, count in json.loads(f.read_text())]
 
 
+FAULT_MATRIX: list[tuple[str, str, int, int]] = []
+FAULT_MATRIX_FILE = Path(__file__).resolve().parents[1] / "target" / "fault-matrix.md"
+
+
+def record_fault_result(strategy: str, fault: str, lost: int, duplicated: int) -> None:
+    """Adds a row to the fault matrix that pytest_terminal_summary prints."""
+    FAULT_MATRIX.append((strategy, fault, lost, duplicated))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not FAULT_MATRIX:
+        return
+    lines = ["| strategy | fault | lost | duplicated |", "|---|---|---|---|"]
+    lines += [f"| `{s}` | {f} | {lost} | {dup} |" for s, f, lost, dup in sorted(FAULT_MATRIX)]
+    terminalreporter.write_sep("=", "fault-injection matrix (records in the sink)")
+    for line in lines:
+        terminalreporter.write_line(line)
+    FAULT_MATRIX_FILE.parent.mkdir(parents=True, exist_ok=True)
+    FAULT_MATRIX_FILE.write_text("\n".join(lines) + "\n")
+
+
 def lost_and_duplicated(expected: list[str], got: list[str]) -> tuple[set[str], dict[str, int]]:
     """The expected records missing from `got`, and the records `got` holds more than once."""
     counts = collections.Counter(got)

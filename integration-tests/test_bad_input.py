@@ -79,11 +79,6 @@ CASES = [
         "'idempotent', 'checkpoint-dedup', 'two-phase-commit'",
         id="unknown-strategy",
     ),
-    pytest.param(
-        {**VALID, "kafka.share.exactly.once.strategy": "two-phase-commit"},
-        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.exactly.once.strategy' = 'two-phase-commit'",
-        id="strategy-not-yet",
-    ),
     *[
         pytest.param(
             {**VALID, option: value},

@@ -16,7 +16,7 @@ def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     topic = kafka.new_topic()
     expected = values(1_000)
     kafka.produce(topic, expected)
-    assert run_drain_job(topic, group, tmp_path, "--kill") != 0
+    assert run_drain_job(topic, group, tmp_path, "--kill-at", "sink-written") != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
     assert killed, "the first run was killed before its sink saw any record"
 

@@ -1,8 +1,15 @@
 """Drains a topic with a kafka-share query (Trigger.AvailableNow) in a Spark application of its own.
 
-The sink writes each batch to `<out>/batch-<id>.json` (idempotent per batch id). With --kill, the
-driver JVM is SIGKILLed right after the first non-empty batch is written and before Spark can commit
-it; its rows are also kept in `<out>/killed.json`.
+The sink writes each batch to `<out>/batch-<id>.json`, idempotent per batch id in one of two ways:
+`--sink overwrite` replaces the file (like foreachBatch keyed by batch id), `--sink skip` keeps an
+existing one (like the file sink and Delta, which skip a batch id they already committed).
+
+`--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
+are kept in `<out>/killed.json` when the sink got to see them):
+- `tasks-running`: while the batch's tasks are reading (a slow sink-side evaluation is under way);
+- `sink-written`: after the sink wrote the batch, before Spark writes its commit log;
+- `committed`: after the commit log, before the next batch's tasks acknowledge the records (in this
+  source that is also the moment the next batch's offsets have been logged and nothing has run).
 
 Used by tests that need a fresh driver (test_driver_kill.py) or executors in JVMs of their own
 (test_executors.py, with --master local-cluster[...]).
@@ -14,9 +21,12 @@ import argparse
 import json
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 parser = argparse.ArgumentParser()
 for name in ("--bootstrap", "--topic", "--group", "--checkpoint", "--out", "--jar"):
@@ -24,7 +34,9 @@ for name in ("--bootstrap", "--topic", "--group", "--checkpoint", "--out", "--ja
 parser.add_argument("--master", default="local[2]")
 parser.add_argument("--parallelism", default="2")
 parser.add_argument("--lock-timeout-ms", default="15000")
-parser.add_argument("--kill", action="store_true")
+parser.add_argument("--strategy", default="none")
+parser.add_argument("--sink", choices=["overwrite", "skip"], default="overwrite")
+parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
 args = parser.parse_args()
 out = Path(args.out)
 
@@ -38,16 +50,39 @@ spark = (
 spark.sparkContext.setLogLevel("ERROR")
 
 
+def kill_driver() -> None:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    os.kill(jvm.java.lang.ProcessHandle.current().pid(), signal.SIGKILL)
+    os._exit(137)
+
+
+@F.udf("string")
+def slowly(value: str) -> str:
+    time.sleep(0.01)
+    return value
+
+
 def sink(batch: DataFrame, batch_id: int) -> None:
+    if args.kill_at == "committed" and (out / "killed.json").exists():
+        kill_driver()
+    if args.kill_at == "tasks-running" and not (out / "killed.json").exists():
+        # The first evaluation runs the batch's tasks slowly (10 ms a record); a batch with records
+        # is still being read when the timer fires, an empty one finishes first and cancels it.
+        timer = threading.Timer(1.0, kill_driver)
+        timer.start()
+        batch.select(slowly(F.col("value").cast("string"))).collect()
+        timer.cancel()
+    target = out / f"batch-{batch_id}.json"
+    if args.sink == "skip" and target.exists():
+        return
     columns = ["cast(value as string) value", "deliveryCount"]
     rows = [[r.value, r.deliveryCount] for r in batch.selectExpr(*columns).collect()]
-    (out / f"batch-{batch_id}.json").write_text(json.dumps(rows))
-    if args.kill and rows:
+    target.write_text(json.dumps(rows))
+    if args.kill_at in ("sink-written", "committed") and rows and not (out / "killed.json").exists():
         (out / "killed.json").write_text(json.dumps(rows))
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        os.kill(jvm.java.lang.ProcessHandle.current().pid(), signal.SIGKILL)
-        os._exit(137)
+        if args.kill_at == "sink-written":
+            kill_driver()
 
 
 query = (
@@ -59,6 +94,7 @@ query = (
     .option("kafka.share.parallelism", args.parallelism)
     # Short locks, so the records a killed driver held come back within seconds.
     .option("kafka.share.lock.timeout.ms", args.lock_timeout_ms)
+    .option("kafka.share.exactly.once.strategy", args.strategy)
     .load()
     .writeStream.foreachBatch(sink)
     .option("checkpointLocation", args.checkpoint)

@@ -50,8 +50,6 @@ class ExactlyOnceStrategy(str, Enum):
     """Not supported by this version."""
 
 
-_SUPPORTED_STRATEGIES = (ExactlyOnceStrategy.NONE, ExactlyOnceStrategy.IDEMPOTENT)
-
 # Options of the source itself that start with "kafka."; as kafka_options keys they are mistakes.
 _SOURCE_OPTION_FIELDS = {
     BOOTSTRAP_SERVERS: "bootstrap_servers",
@@ -274,9 +272,7 @@ def _validate_source(options: Mapping[str, str]) -> None:
         raise _invalid_value(SUBSCRIBE, subscribe, "expected a comma-separated list of topic names")
 
     _one_of(_get(options, ACKNOWLEDGMENT_MODE), ACKNOWLEDGMENT_MODE, AcknowledgmentMode)
-    strategy = _one_of(_get(options, EXACTLY_ONCE_STRATEGY), EXACTLY_ONCE_STRATEGY, ExactlyOnceStrategy)
-    if strategy is not None and strategy not in _SUPPORTED_STRATEGIES:
-        raise _not_yet_supported(EXACTLY_ONCE_STRATEGY, strategy, _SUPPORTED_STRATEGIES)
+    _one_of(_get(options, EXACTLY_ONCE_STRATEGY), EXACTLY_ONCE_STRATEGY, ExactlyOnceStrategy)
 
     parallelism = _positive_long(_get(options, PARALLELISM), PARALLELISM)
     if parallelism is not None and parallelism > _INT_MAX:
@@ -379,12 +375,4 @@ def _missing_option(option: str, hint: str) -> KafkaShareConfigurationError:
 def _invalid_value(option: str, value: str, allowed: str) -> KafkaShareConfigurationError:
     return KafkaShareConfigurationError(
         "KAFKA_SHARE_INVALID_OPTION_VALUE", f"Invalid value '{value}' for option '{option}': {allowed}."
-    )
-
-
-def _not_yet_supported(option: str, value: Enum, supported: tuple[Enum, ...]) -> KafkaShareConfigurationError:
-    return KafkaShareConfigurationError(
-        "KAFKA_SHARE_NOT_YET_SUPPORTED",
-        f"Option '{option}' = '{value.value}' is not supported by this version of the kafka-share source. "
-        f"Supported now: {', '.join(str(choice.value) for choice in supported)}.",
     )

@@ -8,8 +8,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from spark_kafka_share import ExactlyOnceStrategy
-
 VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
 
 SHARE_CONSUMERS_REJECT = (
@@ -93,16 +91,6 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
         "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value 'exactly-once' for option "
         "'kafka.share.exactly.once.strategy': "
         "expected one of 'none', 'idempotent', 'checkpoint-dedup', 'two-phase-commit'.",
-    ),
-    (
-        {"exactly_once_strategy": ExactlyOnceStrategy.TWO_PHASE_COMMIT},
-        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.exactly.once.strategy' = 'two-phase-commit' "
-        "is not supported by this version of the kafka-share source. Supported now: none, idempotent.",
-    ),
-    (
-        {"exactly_once_strategy": ExactlyOnceStrategy.CHECKPOINT_DEDUP},
-        "[KAFKA_SHARE_NOT_YET_SUPPORTED] Option 'kafka.share.exactly.once.strategy' = 'checkpoint-dedup' "
-        "is not supported by this version of the kafka-share source. Supported now: none, idempotent.",
     ),
     (
         {"parallelism": 0},

@@ -41,9 +41,6 @@ private[sparkkafkashare] object KafkaShareErrors {
   def ownedKafkaConfig(option: String, reason: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_OWNED_KAFKA_CONFIG", "option" -> option, "reason" -> reason)
 
-  def notYetSupported(option: String, value: String, supported: Seq[String]): KafkaShareIllegalArgumentException =
-    invalid("KAFKA_SHARE_NOT_YET_SUPPORTED", "option" -> option, "value" -> value, "supported" -> supported.mkString(", "))
-
   def acknowledgeNeedsExplicitMode(option: String): KafkaShareUnsupportedOperationException =
     unsupported("KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE", "option" -> option)
 
@@ -71,6 +68,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def groupConfigFailed(groupId: String, config: String, option: String, cause: Throwable): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUP_CONFIG_FAILED", cause,
       "groupId" -> groupId, "config" -> config, "option" -> option, "cause" -> describe(cause))
+
+  def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 
   def shareGroupsDisabled(bootstrapServers: String, level: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUPS_DISABLED", null, "bootstrapServers" -> bootstrapServers, "level" -> level)

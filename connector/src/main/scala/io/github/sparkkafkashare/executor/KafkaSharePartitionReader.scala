@@ -4,8 +4,9 @@ import java.time.Duration
 
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
-import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, SlotLocations}
+import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
 import org.apache.spark.kafkashare.ExecutorLocality
@@ -19,25 +20,34 @@ import org.apache.spark.unsafe.types.UTF8String
  * Carries the driver's accumulators to the tasks. They must travel here, in the task binary, and
  * not in the input partitions: Spark deserializes partitions before the task context exists, and
  * an accumulator deserialized then never reports back.
+ *
+ * @param recordsLog set for the `checkpoint-dedup` and `two-phase-commit` strategies
  */
 private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
     metrics: KafkaShareSourceMetrics,
-    slotLocations: SlotLocations)
+    slotLocations: SlotLocations,
+    recordsLog: Option[RoundRecordsLog])
   extends PartitionReaderFactory {
 
-  override def createReader(partition: InputPartition): PartitionReader[InternalRow] =
-    new KafkaSharePartitionReader(partition.asInstanceOf[KafkaShareInputPartition], metrics, slotLocations)
+  override def createReader(partition: InputPartition): PartitionReader[InternalRow] = partition match {
+    case p: KafkaShareInputPartition => new KafkaSharePartitionReader(p, metrics, slotLocations, recordsLog)
+    case p: KafkaShareReplayPartition => new KafkaShareReplayReader(p, metrics)
+  }
 }
 
 /**
  * Runs one slot's round on an executor: settles what the slot's consumer holds from earlier
  * rounds, then polls once and returns those records as rows, leaving them unacknowledged until
  * a later round learns that this batch committed. A failed attempt releases what it acquired.
+ *
+ * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
+ * dropped, and the coordinates of the rest are logged before the first row leaves.
  */
 private[sparkkafkashare] final class KafkaSharePartitionReader(
     partition: KafkaShareInputPartition,
     metrics: KafkaShareSourceMetrics,
-    slotLocations: SlotLocations)
+    slotLocations: SlotLocations,
+    recordsLog: Option[RoundRecordsLog])
   extends PartitionReader[InternalRow] {
 
   private val slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), {
@@ -69,8 +79,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         if (partition.poll) {
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           metrics.acquired.add(polled.size)
-          metrics.redelivered.add(polled.asScala.count(r => r.deliveryCount().orElse(1.toShort) > 1))
-          polled.iterator().asScala
+          metrics.redelivered.add(polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
+          recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled, context.attemptNumber())).iterator().asScala
         } else {
           slot.flush(ShareConsumerPool.CloseTimeout)
           Iterator.empty
@@ -78,16 +88,41 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     }
   }
 
+  private def dropDuplicatesAndLog(
+      log: RoundRecordsLog,
+      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+      attempt: Int): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+    val redelivered = polled.asScala.filter(r => KafkaShareRows.deliveryCount(r) > 1).map(RecordCoordinates.of).toSeq
+    val duplicates = DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, redelivered)
+    val kept = if (duplicates.isEmpty) polled else slot.acceptDuplicates(partition.round, duplicates)
+    metrics.deduplicated.add(duplicates.size)
+    // An earlier attempt of this task may have logged records it then released: replace its file.
+    if (!kept.isEmpty || attempt > 0) {
+      log.write(partition.round, partition.slot,
+        kept.asScala.map(r => LoggedRecord(RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r))).toSeq)
+    }
+    kept
+  }
+
   private var current: InternalRow = _
 
-  override def next(): Boolean = records.hasNext && { current = toRow(records.next()); true }
+  override def next(): Boolean = records.hasNext && {
+    val r = records.next()
+    current = KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r))
+    true
+  }
 
   override def get(): InternalRow = current
 
   override def close(): Unit = () // the slot goes back to the pool when the task completes
+}
 
-  /** Columns as in Spark's `kafka` source, plus deliveryCount; see KafkaShareTable.schema. */
-  private def toRow(r: ConsumerRecord[Array[Byte], Array[Byte]]): InternalRow = {
+/** Rows in the source's schema; see KafkaShareTable.schema. */
+private[sparkkafkashare] object KafkaShareRows {
+  def deliveryCount(r: ConsumerRecord[_, _]): Int = r.deliveryCount().orElse(1.toShort).toInt
+
+  /** Columns as in Spark's `kafka` source, plus deliveryCount. */
+  def toRow(r: ConsumerRecord[Array[Byte], Array[Byte]], includeHeaders: Boolean, deliveryCount: Int): InternalRow = {
     val values = Array[Any](
       r.key(),
       r.value(),
@@ -97,9 +132,9 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
       r.timestamp() * 1000L, // TimestampType is microseconds
       r.timestampType().id)
     val headers =
-      if (partition.includeHeaders) {
+      if (includeHeaders) {
         Array[Any](new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any)))
       } else Array.empty[Any]
-    new GenericInternalRow(values ++ headers :+ r.deliveryCount().orElse(1.toShort).toInt)
+    new GenericInternalRow(values ++ headers :+ deliveryCount)
   }
 }

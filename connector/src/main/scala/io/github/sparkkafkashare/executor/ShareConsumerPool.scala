@@ -6,7 +6,7 @@ import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorServ
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import org.apache.spark.internal.Logging
 
 /**
@@ -59,8 +59,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   /** Closes this JVM's consumers of a query run; returns how many it closed. */
-  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks): Int =
+  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks): Int = {
+    DeliveredRecordsIndex.forget(runId)
     slots.keySet().asScala.filter(_.runId == runId).toSeq.count(key => close(key, committedThrough, marks))
+  }
 
   private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks): Boolean = Option(slots.get(key)).exists { slot =>
     slot.lock.lock()

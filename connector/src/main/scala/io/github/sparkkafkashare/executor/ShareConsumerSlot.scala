@@ -106,6 +106,20 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     }
   }
 
+  /**
+   * ACCEPTs at once those of the round's records that an earlier round already handed to Spark
+   * (redeliveries the `checkpoint-dedup` and `two-phase-commit` strategies drop); returns the rest.
+   */
+  def acceptDuplicates(round: Long, duplicates: Set[RecordCoordinates])
+      : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
+    val records = held.filter(_.round == round).getOrElse(throw new IllegalStateException(s"round $round is not held"))
+    val (dropped, kept) = records.records.asScala.partition(r => duplicates.contains(RecordCoordinates.of(r)))
+    dropped.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
+    val keptList = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](kept.asJava)
+    held = Some(new HeldRecords(round, keptList, records.lockedSinceNanos))
+    keptList
+  }
+
   /** Releases what the given round acquired: its task failed, so no batch will ever commit it. */
   def releaseRound(round: Long, timeout: Duration): Unit = withConsumer {
     held.filter(_.round == round).foreach { records =>

@@ -16,24 +16,29 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     released: LongAccumulator,
     rejected: LongAccumulator,
     lockRenewals: LongAccumulator,
-    locksExpired: LongAccumulator) {
+    locksExpired: LongAccumulator,
+    deduplicated: LongAccumulator,
+    replayed: LongAccumulator) {
 
   /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
-  def report(backlog: Option[Long]): Map[String, String] = Map(
+  def report(backlog: Option[Long], dedupState: Option[Long]): Map[String, String] = Map(
     "recordsAcquired" -> acquired.value.toString,
     "recordsRedelivered" -> redelivered.value.toString,
     "recordsAccepted" -> accepted.value.toString,
     "recordsReleased" -> released.value.toString,
     "recordsRejected" -> rejected.value.toString,
     "lockRenewals" -> lockRenewals.value.toString,
-    "locksExpired" -> locksExpired.value.toString) ++
-    backlog.map(b => "backlogRecords" -> b.toString)
+    "locksExpired" -> locksExpired.value.toString,
+    "recordsDeduplicated" -> deduplicated.value.toString,
+    "recordsReplayed" -> replayed.value.toString) ++
+    backlog.map(b => "backlogRecords" -> b.toString) ++
+    dedupState.map(n => "dedupStateRecords" -> n.toString)
 }
 
 private[sparkkafkashare] object KafkaShareSourceMetrics {
   def register(sc: SparkContext, groupId: String): KafkaShareSourceMetrics = {
     def counter(name: String) = sc.longAccumulator(s"kafka-share[$groupId].$name")
     KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"),
-      counter("rejected"), counter("lockRenewals"), counter("locksExpired"))
+      counter("rejected"), counter("lockRenewals"), counter("locksExpired"), counter("deduplicated"), counter("replayed"))
   }
 }

@@ -26,6 +26,8 @@ private[sparkkafkashare] object ExactlyOnceStrategy {
   case object Idempotent extends ExactlyOnceStrategy("idempotent")
   case object CheckpointDedup extends ExactlyOnceStrategy("checkpoint-dedup")
   case object TwoPhaseCommit extends ExactlyOnceStrategy("two-phase-commit")
+  /** The strategies that log each round's records in the checkpoint. */
+  def logsRecords(s: ExactlyOnceStrategy): Boolean = s == CheckpointDedup || s == TwoPhaseCommit
   val all: Seq[ExactlyOnceStrategy] = Seq(None, Idempotent, CheckpointDedup, TwoPhaseCommit)
 }
 
@@ -171,10 +173,6 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       AcknowledgmentMode.all)(_.name).getOrElse(AcknowledgmentMode.Implicit)
     val strategy = oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption,
       ExactlyOnceStrategy.all)(_.name).getOrElse(ExactlyOnceStrategy.None)
-    if (strategy == ExactlyOnceStrategy.CheckpointDedup || strategy == ExactlyOnceStrategy.TwoPhaseCommit) {
-      throw KafkaShareErrors.notYetSupported(ExactlyOnceStrategyOption, strategy.name,
-        Seq(ExactlyOnceStrategy.None.name, ExactlyOnceStrategy.Idempotent.name))
-    }
 
     KafkaShareSourceOptions(
       connection = connection,

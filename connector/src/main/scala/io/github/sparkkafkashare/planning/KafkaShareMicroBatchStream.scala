@@ -6,11 +6,11 @@ import java.util.concurrent.TimeUnit
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, ShareConsumerSettings}
+import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.kafka.common.TopicPartition
@@ -19,6 +19,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
 import org.apache.spark.sql.connector.read.streaming.{MicroBatchStream, Offset, ReadLimit, ReportsSourceMetrics, SupportsTriggerAvailableNow}
+import org.apache.spark.util.SerializableConfiguration
 
 /**
  * Plans the micro-batches of one run of a kafka-share query on the driver.
@@ -67,6 +68,13 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
   private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
   private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
+  /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
+  private val recordsLog = if (!ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy)) None else {
+    Some(new RoundRecordsLog(new Path(checkpointLocation, "kafka-share-rounds").toString,
+      new SerializableConfiguration(session.sessionState.newHadoopConf())))
+  }
+  private var dedupState: Option[Long] = None
+  private var dedupPruned: Option[Long] = None
 
   // State below is only touched by the query's stream execution thread.
   /** Rounds this run offered in latestOffset, and whether their tasks may poll. */
@@ -132,11 +140,22 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   private def planRound(committedThrough: Long, round: Long): PlannedRound = {
-    val poll = offeredRounds.remove(round).getOrElse {
-      logInfo(s"Batch of round $round is replayed from the offset log: it settles but does not poll.")
-      false
-    }
+    val offered = offeredRounds.remove(round)
+    val poll = offered.getOrElse(false)
     Option(session.sparkContext.getLocalProperty(BatchIdProperty)).foreach(id => roundOfBatch(id.toLong) = round)
+    if (offered.isEmpty) logInfo(s"Batch of round $round is replayed from the offset log: it does not poll.")
+    if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.TwoPhaseCommit) {
+      PlannedRound(round, counters.acquired.value, Map.empty, replayPartitions(round))
+    } else {
+      if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.CheckpointDedup) {
+        recordsLog.foreach(_.delete(round)) // its records reach no batch now: their redelivery must pass
+      }
+      planSlots(committedThrough, round, poll)
+    }
+  }
+
+  /** One partition per slot: settle what the slot holds, then poll unless `poll` is false. */
+  private def planSlots(committedThrough: Long, round: Long, poll: Boolean): PlannedRound = {
     if (poll) refreshTopics()
 
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
@@ -157,12 +176,35 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     PlannedRound(round, counters.acquired.value, roundStart, partitions)
   }
 
-  override def createReaderFactory(): PartitionReaderFactory = KafkaSharePartitionReaderFactory(counters, slotLocations)
+  /** The records each slot logged for `round` in the run that first ran it, read back by coordinates. */
+  private def replayPartitions(round: Long): Array[InputPartition] = {
+    val logged = recordsLog.map(_.read(round)).getOrElse(Map.empty)
+    logInfo(s"Two-phase commit: round $round is re-run with the ${logged.values.map(_.size).sum} records it logged.")
+    logged.toSeq.sortBy(_._1).map { case (slot, records) =>
+      KafkaShareReplayPartition(round, slot, records, consumerConfig, options.includeHeaders): InputPartition
+    }.toArray
+  }
+
+  override def createReaderFactory(): PartitionReaderFactory =
+    KafkaSharePartitionReaderFactory(counters, slotLocations, recordsLog)
 
   override def commit(end: Offset): Unit = {
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
     roundOfBatch.filterInPlace { case (_, round) => round >= committedRound } // stop() needs no older ones
     marksByRound.keySet().removeIf(_ < committedRound) // slots have settled older rounds
+    pruneRecordsLog()
+  }
+
+  /**
+   * Forgets logged records that lie below their share-partition's start offset (Kafka never
+   * delivers those again), at most every [[RecordsLogPruneNanos]]; keeps the remembered count.
+   */
+  private def pruneRecordsLog(): Unit = recordsLog.foreach { log =>
+    if (dedupPruned.forall(System.nanoTime() - _ > RecordsLogPruneNanos)) {
+      dedupPruned = Some(System.nanoTime())
+      try dedupState = Some(log.prune(committedRound, admin.partitionStates().map { case (tp, s) => tp -> s.startOffset() }))
+      catch { case NonFatal(e) => logWarning(s"Could not prune the records log in ${log.dir}", e) }
+    }
   }
 
   /**
@@ -192,7 +234,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
-    (counters.report(lastBacklog) + ("consumers" -> parallelism.toString)).asJava
+    (counters.report(lastBacklog, dedupState) + ("consumers" -> parallelism.toString)).asJava
 
   /**
    * Settles what the consumers hold (ACCEPT for batches the commit log shows committed, RELEASE
@@ -201,6 +243,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   override def stop(): Unit = {
     val committedThrough = math.max(committedRound, lastCommittedBatch().flatMap(roundOfBatch.get).getOrElse(-1L))
     runs.remove(runId)
+    DeliveredRecordsIndex.forget(runId)
     try ConsumerCloser.closeRun(session, runId, slotLocations.value, committedThrough, marks(committedThrough))
     finally admin.close()
   }
@@ -240,6 +283,7 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
   val BatchIdProperty = "streaming.sql.batchId"
   /** The poll timeout of a round that follows a round that acquired records. */
   val FlowingPollTimeoutMs = 200L
+  val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
 

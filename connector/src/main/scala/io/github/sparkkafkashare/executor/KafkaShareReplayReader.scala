@@ -1,0 +1,78 @@
+package io.github.sparkkafkashare.executor
+
+import java.time.Duration
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.KafkaShareErrors
+import io.github.sparkkafkashare.acknowledgements.RecordCoordinates
+import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.planning.KafkaShareReplayPartition
+import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
+import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.serialization.ByteArrayDeserializer
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.connector.read.PartitionReader
+
+/**
+ * `two-phase-commit`: re-runs a slot's part of a batch that a previous run of the query logged but
+ * never committed, by reading exactly the logged records back by their coordinates with a plain
+ * consumer (no group, nothing committed). The share group redelivers the same records later, and
+ * the slots drop them as duplicates.
+ */
+private[sparkkafkashare] final class KafkaShareReplayReader(
+    partition: KafkaShareReplayPartition,
+    metrics: KafkaShareSourceMetrics)
+  extends PartitionReader[InternalRow] {
+
+  private val rows: Iterator[InternalRow] = {
+    val wanted = partition.records.map(r => r.coordinates -> r.deliveryCount).toMap
+    val found = readBack(wanted.keySet)
+    val missing = wanted.keySet -- found.keySet
+    if (missing.nonEmpty) {
+      throw KafkaShareErrors.replayRecordsGone(partition.round, missing.toSeq.sortBy(c => (c.topic, c.partition, c.offset))
+        .take(5).map(c => s"${c.topic}-${c.partition}@${c.offset}"))
+    }
+    metrics.replayed.add(found.size)
+    partition.records.iterator.map(r =>
+      KafkaShareRows.toRow(found(r.coordinates), partition.includeHeaders, r.deliveryCount))
+  }
+
+  private def readBack(wanted: Set[RecordCoordinates]): Map[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] = {
+    val known = ConsumerConfig.configNames().asScala
+    val config = partition.consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
+      ConsumerConfig.GROUP_ID_CONFIG, "share.acknowledgement.mode", "share.acquire.mode") ++ Map(
+      ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
+      ConsumerConfig.CLIENT_ID_CONFIG -> s"${partition.consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-${partition.slot}")
+    val consumer = new KafkaConsumer[Array[Byte], Array[Byte]](
+      config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArrayDeserializer, new ByteArrayDeserializer)
+    try {
+      val byPartition = wanted.groupBy(c => new TopicPartition(c.topic, c.partition))
+      consumer.assign(byPartition.keySet.asJava)
+      byPartition.foreach { case (tp, coords) => consumer.seek(tp, coords.map(_.offset).min) }
+      val lastOffset = byPartition.map { case (tp, coords) => tp -> coords.map(_.offset).max }
+      val found = scala.collection.mutable.Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]]
+      val deadline = System.nanoTime() + KafkaShareReplayReader.ReadBackTimeout.toNanos
+      def done = lastOffset.forall { case (tp, last) => consumer.position(tp) > last }
+      while (!done && System.nanoTime() < deadline) {
+        consumer.poll(Duration.ofMillis(200)).forEach { r =>
+          val c = RecordCoordinates.of(r)
+          if (wanted.contains(c)) found(c) = r
+        }
+      }
+      found.toMap
+    } finally consumer.close()
+  }
+
+  private var current: InternalRow = _
+
+  override def next(): Boolean = rows.hasNext && { current = rows.next(); true }
+
+  override def get(): InternalRow = current
+
+  override def close(): Unit = ()
+}
+
+private object KafkaShareReplayReader {
+  val ReadBackTimeout: Duration = Duration.ofSeconds(60)
+}
