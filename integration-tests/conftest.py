@@ -173,9 +173,10 @@ def values(n: int, prefix: str = "r") -> list[str]:
 DRAIN_JOB = Path(__file__).parent / "jobs" / "drain_topic.py"
 
 
-def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:
-    """Runs jobs/drain_topic.py in a Spark application of its own; returns its exit code."""
-    (workdir / "out").mkdir(exist_ok=True)
+def start_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """Starts jobs/drain_topic.py in a Spark application of its own, with its checkpoint and sink
+    under `workdir`."""
+    (workdir / "out").mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(DRAIN_JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
     command += [
         "--checkpoint",
@@ -186,13 +187,29 @@ def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:
         JAR,
         *extra,
     ]
-    return subprocess.run(command, timeout=300, check=False).returncode
+    return subprocess.Popen(command)
+
+
+def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:
+    """Runs jobs/drain_topic.py to its end; returns its exit code."""
+    job = start_drain_job(topic, group, workdir, *extra)
+    try:
+        return job.wait(timeout=300)
+    finally:
+        job.kill()
 
 
 def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     """(value, deliveryCount) of every record in the job's sink: the last write of each batch id."""
     files = sorted((workdir / "out").glob("batch-*.json"))
     return [(value, count) for f in files for value, count in json.loads(f.read_text())]
+
+
+def restart_broker() -> None:
+    """Stops and starts the local broker (dev/kafka-local), keeping its data."""
+    script = str(Path(__file__).resolve().parents[1] / "dev" / "kafka-local" / "kafka-local")
+    subprocess.run([script, "stop"], check=True, timeout=120)
+    subprocess.run([script, "start"], check=True, timeout=180)
 
 
 FAULT_MATRIX: list[tuple[str, str, int, int]] = []

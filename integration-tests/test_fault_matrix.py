@@ -18,8 +18,11 @@ from conftest import (
     drained_rows,
     lost_and_duplicated,
     record_fault_result,
+    restart_broker,
     run_drain_job,
+    start_drain_job,
     values,
+    wait_until,
 )
 
 STRATEGIES = ["none", "checkpoint-dedup", "two-phase-commit"]
@@ -50,9 +53,112 @@ def test_driver_killed_then_restarted_from_the_checkpoint(
     )
     assert run_drain_job(topic, group, tmp_path, *common) == 0
 
-    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in drained_rows(tmp_path)])
-    record_fault_result(strategy, f"driver SIGKILL: {stage}", len(lost), len(duplicated))
+    got = [value for value, _ in drained_rows(tmp_path)]
+    dup_ok = duplicates_allowed(strategy, stage)
+    assert_and_record(kafka, group, strategy, f"driver SIGKILL: {stage}", expected, got, dup_ok=dup_ok)
+
+
+def assert_and_record(
+    kafka: KafkaCluster,
+    group: str,
+    strategy: str,
+    fault: str,
+    expected: list[str],
+    got: list[str],
+    *,
+    dup_ok: bool,
+) -> None:
+    lost, duplicated = lost_and_duplicated(expected, got)
+    record_fault_result(strategy, fault, len(lost), len(duplicated))
     assert not lost, f"lost {len(lost)} records"
-    if not duplicates_allowed(strategy, stage):
+    if not dup_ok:
         assert not duplicated, f"{len(duplicated)} records reached the sink twice"
     assert kafka.total_lag(group) == 0
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_task_fails_on_its_first_attempt(
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(1_000)
+    kafka.produce(topic, expected, key=str)
+    job = ("--strategy", strategy, "--sink", "skip", "--master", "local[2,2]")
+    assert run_drain_job(topic, group, tmp_path, *job, "--fault", "task-failure") == 0
+    assert (tmp_path / "out" / "task-failed").exists(), "no task failed"
+    assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
+    got = [value for value, _ in drained_rows(tmp_path)]
+    assert_and_record(kafka, group, strategy, "task fails on first attempt", expected, got, dup_ok=False)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_an_executor_jvm_is_killed_mid_batch(
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(2_000)
+    kafka.produce(topic, expected, key=str)
+    job = (
+        "--strategy",
+        strategy,
+        "--sink",
+        "skip",
+        "--master",
+        "local-cluster[2,1,1024]",
+        "--parallelism",
+        "4",
+    )
+    assert run_drain_job(topic, group, tmp_path, *job, "--fault", "executor-kill") == 0
+    assert (tmp_path / "out" / "executor-killed").exists(), "no executor was killed"
+    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    got = [value for value, _ in drained_rows(tmp_path)]
+    assert_and_record(kafka, group, strategy, "executor JVM SIGKILL mid-batch", expected, got, dup_ok=False)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_broker_restarts_mid_stream(
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(20_000)
+    kafka.produce(topic, expected, key=str)
+    job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
+    running = start_drain_job(topic, group, tmp_path, *job)
+    try:
+        wait_until(
+            lambda: any(f.stat().st_size > 2 for f in (tmp_path / "out").glob("batch-*.json")), 120, "a batch"
+        )
+        restart_broker()
+        assert running.wait(timeout=300) == 0
+    finally:
+        running.kill()
+    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    got = [value for value, _ in drained_rows(tmp_path)]
+    assert_and_record(
+        kafka, group, strategy, "broker restart mid-stream", expected, got, dup_ok=strategy == "none"
+    )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_two_queries_share_a_group_and_one_is_killed(
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(6_000)
+    kafka.produce(topic, expected, key=str)
+    job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
+    killed = start_drain_job(topic, group, tmp_path / "a", *job, "--kill-at", "sink-written")
+    survivor = start_drain_job(topic, group, tmp_path / "b", *job)
+    try:
+        assert killed.wait(timeout=300) != 0, "query a was not killed"
+        assert survivor.wait(timeout=300) == 0
+    finally:
+        killed.kill()
+        survivor.kill()
+    assert run_drain_job(topic, group, tmp_path / "a", *job) == 0  # query a restarts from its checkpoint
+    got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]
+    # The killed query's records come back to either query; only its own checkpoint knows them, so the
+    # other query can deliver them again: no strategy dedups across queries.
+    assert_and_record(
+        kafka, group, strategy, "two queries in a group, one SIGKILLed", expected, got, dup_ok=True
+    )

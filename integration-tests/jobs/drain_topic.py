@@ -4,6 +4,10 @@ The sink writes each batch to `<out>/batch-<id>.json`, idempotent per batch id i
 `--sink overwrite` replaces the file (like foreachBatch keyed by batch id), `--sink skip` keeps an
 existing one (like the file sink and Delta, which skip a batch id they already committed).
 
+`--fault task-failure` fails one task attempt of the first batch with records (run with a master that
+retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
+of its tasks (run with local-cluster[...]).
+
 `--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
 are kept in `<out>/killed.json` when the sink got to see them):
 - `tasks-running`: while the batch's tasks are reading (a slow sink-side evaluation is under way);
@@ -37,6 +41,8 @@ parser.add_argument("--lock-timeout-ms", default="15000")
 parser.add_argument("--strategy", default="none")
 parser.add_argument("--sink", choices=["overwrite", "skip"], default="overwrite")
 parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
+parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
+parser.add_argument("--max-records-per-trigger")
 args = parser.parse_args()
 out = Path(args.out)
 
@@ -63,6 +69,34 @@ def slowly(value: str) -> str:
     return value
 
 
+def first_time(marker: str) -> bool:
+    """True for exactly one caller across the application's processes."""
+    try:
+        os.close(os.open(out / marker, os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+
+def executor_jvm_pid() -> int:
+    """The JVM above this Python worker (worker <- pyspark daemon <- executor JVM)."""
+    pid = os.getpid()
+    while pid > 1:
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+            return pid
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    raise RuntimeError("no JVM above this Python worker")
+
+
+@F.udf("string")
+def with_fault(value: str) -> str:
+    if args.fault == "task-failure" and first_time("task-failed"):
+        raise RuntimeError("injected task failure")
+    if args.fault == "executor-kill" and first_time("executor-killed"):
+        os.kill(executor_jvm_pid(), signal.SIGKILL)
+    return value
+
+
 def sink(batch: DataFrame, batch_id: int) -> None:
     if args.kill_at == "committed" and (out / "killed.json").exists():
         kill_driver()
@@ -73,6 +107,8 @@ def sink(batch: DataFrame, batch_id: int) -> None:
         timer.start()
         batch.select(slowly(F.col("value").cast("string"))).collect()
         timer.cancel()
+    if args.fault:
+        batch.select(with_fault(F.col("value").cast("string"))).collect()
     target = out / f"batch-{batch_id}.json"
     if args.sink == "skip" and target.exists():
         return
@@ -95,6 +131,9 @@ query = (
     # Short locks, so the records a killed driver held come back within seconds.
     .option("kafka.share.lock.timeout.ms", args.lock_timeout_ms)
     .option("kafka.share.exactly.once.strategy", args.strategy)
+    .options(
+        **({"maxRecordsPerTrigger": args.max_records_per_trigger} if args.max_records_per_trigger else {})
+    )
     .load()
     .writeStream.foreachBatch(sink)
     .option("checkpointLocation", args.checkpoint)
