@@ -208,8 +208,7 @@ def drained_rows(workdir: Path) -> list[tuple[str, int]]:
 def restart_broker() -> None:
     """Stops and starts the local broker (dev/kafka-local), keeping its data."""
     script = str(Path(__file__).resolve().parents[1] / "dev" / "kafka-local" / "kafka-local")
-    subprocess.run([script, "stop"], check=True, timeout=120)
-    subprocess.run([script, "start"], check=True, timeout=180)
+    subprocess.run([script, "restart"], check=True, timeout=300)
 
 
 FAULT_MATRIX: list[tuple[str, str, int, int]] = []

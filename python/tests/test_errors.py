@@ -4,6 +4,7 @@ import pytest
 from pyspark.errors import IllegalArgumentException, PySparkException
 
 from spark_kafka_share import (
+    KafkaShareAcknowledgementError,
     KafkaShareBrokerUnreachableError,
     KafkaShareConfigurationError,
     KafkaShareError,
@@ -83,3 +84,14 @@ def test_raising_kafka_share_errors_maps_ours_and_passes_on_the_rest() -> None:
     with pytest.raises(IllegalArgumentException) as passed, raising_kafka_share_errors():
         raise other
     assert passed.value is other
+
+
+def test_acknowledgement_conditions_become_acknowledgement_errors() -> None:
+    message = (
+        "[KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH] Records marked for acknowledgement are not in this "
+        "batch: orders-0@12."
+    )
+    error = from_jvm_error(IllegalArgumentException(message=message))
+    assert isinstance(error, KafkaShareAcknowledgementError)
+    assert isinstance(error, ValueError)
+    assert str(error) == message

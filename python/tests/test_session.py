@@ -111,3 +111,18 @@ def test_share_group_state_needs_a_classic_session() -> None:
         share_group_state(cast(SparkSession, FakeConnectSession()), "localhost:9092", "g")
     assert isinstance(raised.value, KafkaShareConnectNotSupportedError)
     assert raised.value.condition == "KAFKA_SHARE_CLASSIC_SESSION_REQUIRED"
+
+
+def test_explicit_acknowledgement_needs_a_classic_session() -> None:
+    batch = cast(Any, SimpleNamespace(sparkSession=FakeConnectSession()))
+    calls = {
+        "acknowledge": lambda: spark_kafka_share.acknowledge(batch, batch),
+        "release_or_dead_letter": lambda: spark_kafka_share.release_or_dead_letter(
+            batch, batch, max_deliveries=3
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(
+            KafkaShareConnectNotSupportedError, match=rf"{name}\(\) needs a classic Spark session"
+        ):
+            call()
