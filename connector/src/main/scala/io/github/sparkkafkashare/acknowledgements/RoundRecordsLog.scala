@@ -97,8 +97,8 @@ private[sparkkafkashare] object RoundRecordsLog {
 
 /**
  * An executor's view of the log, to drop redeliveries of records that an earlier round already
- * handed to Spark. Only records with `deliveryCount > 1` can be such redeliveries, so the log is
- * read only when one arrives; rounds already read are kept, and forgotten once pruned from the log.
+ * handed to Spark. Each check lists the log and reads only the rounds it has not read yet; rounds
+ * already read are kept, and forgotten once pruned from the log.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
   private var byRound = Map.empty[Long, Set[RecordCoordinates]]

@@ -92,8 +92,10 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
       log: RoundRecordsLog,
       polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
       attempt: Int): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
-    val redelivered = polled.asScala.filter(r => KafkaShareRows.deliveryCount(r) > 1).map(RecordCoordinates.of).toSeq
-    val duplicates = DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, redelivered)
+    // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
+    // records it had handed out with their delivery count back at 1.
+    val coordinates = polled.asScala.map(RecordCoordinates.of).toSeq
+    val duplicates = DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, coordinates)
     val kept = if (duplicates.isEmpty) polled else slot.acceptDuplicates(partition.round, duplicates)
     metrics.deduplicated.add(duplicates.size)
     // An earlier attempt of this task may have logged records it then released: replace its file.
