@@ -9,6 +9,8 @@ it already wrote, like the file sink and Delta: the case where re-run batches ma
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,29 @@ def duplicates_allowed(strategy: str, stage: str) -> bool:
     # checkpoint-dedup drops redeliveries of records in batches Spark committed; a batch the sink
     # wrote but Spark never committed is re-run empty, and its records come back to a later batch.
     return strategy == "none" or stage == "sink-written"
+
+
+@pytest.mark.parametrize("stage", ["sink-written", "committed"])
+def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_killed(
+    kafka: KafkaCluster, group: str, tmp_path: Path, stage: str
+) -> None:
+    """Strategy `idempotent`: the JDBC (SQLite) upsert keyed by (topic, partition, offset) absorbs the
+    redeliveries that reach the sink after the driver dies."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(1_000)
+    kafka.produce(topic, expected, key=str)
+    job = ("--strategy", "idempotent", "--sink", "upsert")
+    assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", stage) != 0, "the driver was not killed"
+    assert run_drain_job(topic, group, tmp_path, *job) == 0
+
+    deliveries = [
+        json.loads(line)[0] for line in (tmp_path / "out" / "deliveries.json").read_text().splitlines()
+    ]
+    _, redelivered = lost_and_duplicated(expected, deliveries)
+    assert redelivered, "no record reached the sink twice: the fault did not exercise the upsert"
+    with sqlite3.connect(tmp_path / "out" / "sink.db") as db:
+        stored = [value for (value,) in db.execute("SELECT value FROM records")]
+    assert_and_record(kafka, group, "idempotent", f"driver SIGKILL: {stage}", expected, stored, dup_ok=False)
 
 
 @pytest.mark.parametrize("stage", DRIVER_KILL_STAGES)

@@ -2,7 +2,10 @@
 
 The sink writes each batch to `<out>/batch-<id>.json`, idempotent per batch id in one of two ways:
 `--sink overwrite` replaces the file (like foreachBatch keyed by batch id), `--sink skip` keeps an
-existing one (like the file sink and Delta, which skip a batch id they already committed).
+existing one (like the file sink and Delta, which skip a batch id they already committed). `--sink
+upsert` is the `idempotent` strategy's JDBC recipe instead: rows upserted into SQLite
+(`<out>/sink.db`) keyed by (topic, partition, offset), with every delivery also appended to
+`<out>/deliveries.json` lines so the test can count what reached the sink.
 
 `--fault task-failure` fails one task attempt of the first batch with records (run with a master that
 retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -39,7 +43,7 @@ parser.add_argument("--master", default="local[2]")
 parser.add_argument("--parallelism", default="2")
 parser.add_argument("--lock-timeout-ms", default="15000")
 parser.add_argument("--strategy", default="none")
-parser.add_argument("--sink", choices=["overwrite", "skip"], default="overwrite")
+parser.add_argument("--sink", choices=["overwrite", "skip", "upsert"], default="overwrite")
 parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
 parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
 parser.add_argument("--max-records-per-trigger")
@@ -97,6 +101,28 @@ def with_fault(value: str) -> str:
     return value
 
 
+def upsert(batch: DataFrame) -> None:
+    rows = batch.selectExpr(
+        "topic", "partition", "offset", "cast(value as string) v", "deliveryCount"
+    ).collect()
+    with sqlite3.connect(out / "sink.db") as db:
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS records (topic TEXT, partition INT, offset INT, value TEXT, "
+            "delivery_count INT, PRIMARY KEY (topic, partition, offset))"
+        )
+        db.executemany(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?) ON CONFLICT (topic, partition, offset) "
+            "DO UPDATE SET value = excluded.value, delivery_count = excluded.delivery_count",
+            [(r.topic, r.partition, r.offset, r.v, r.deliveryCount) for r in rows],
+        )
+    with open(out / "deliveries.json", "a") as deliveries:
+        deliveries.writelines(json.dumps([r.v, r.deliveryCount]) + "\n" for r in rows)
+    if args.kill_at in ("sink-written", "committed") and rows and not (out / "killed.json").exists():
+        (out / "killed.json").write_text(json.dumps([[r.v, r.deliveryCount] for r in rows]))
+        if args.kill_at == "sink-written":
+            kill_driver()
+
+
 def sink(batch: DataFrame, batch_id: int) -> None:
     if args.kill_at == "committed" and (out / "killed.json").exists():
         kill_driver()
@@ -109,6 +135,9 @@ def sink(batch: DataFrame, batch_id: int) -> None:
         timer.cancel()
     if args.fault:
         batch.select(with_fault(F.col("value").cast("string"))).collect()
+    if args.sink == "upsert":
+        upsert(batch)
+        return
     target = out / f"batch-{batch_id}.json"
     if args.sink == "skip" and target.exists():
         return

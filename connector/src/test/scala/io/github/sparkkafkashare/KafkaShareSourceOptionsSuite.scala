@@ -73,7 +73,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       (required + ("kafka.share.parallelism" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
       (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.default.api.timeout.ms"),
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
-      (required + ("kafka.share.exactly.once.strategy" -> "checkpoint-dedup"), "KAFKA_SHARE_NOT_YET_SUPPORTED", "none"),
+      (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),
       (required + ("kafka.GROUP.ID" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.GROUP.ID"),
       (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"))
     cases.foreach { case (options, condition, named) =>

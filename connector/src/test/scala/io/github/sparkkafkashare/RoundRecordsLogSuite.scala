@@ -1,0 +1,50 @@
+package io.github.sparkkafkashare
+
+import java.nio.file.Files
+
+import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import org.apache.hadoop.conf.Configuration
+import org.apache.kafka.common.TopicPartition
+import org.apache.spark.util.SerializableConfiguration
+import org.scalatest.funsuite.AnyFunSuite
+
+class RoundRecordsLogSuite extends AnyFunSuite {
+
+  private def newLog(): RoundRecordsLog =
+    new RoundRecordsLog(Files.createTempDirectory("rounds").toString, new SerializableConfiguration(new Configuration()))
+
+  private def record(partition: Int, offset: Long, deliveryCount: Int = 1) =
+    LoggedRecord(RecordCoordinates("t", partition, offset), deliveryCount)
+
+  test("a slot's file holds what it last wrote for the round, and reads back exactly") {
+    val log = newLog()
+    log.write(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2)))
+    log.write(3, 1, Seq(record(1, 5)))
+    log.write(3, 1, Seq(record(1, 6))) // a retried task replaces its failed attempt's file
+    assert(log.rounds() == Seq(3L))
+    assert(log.read(3) == Map(0 -> Seq(record(0, 10), record(0, 11, deliveryCount = 2)), 1 -> Seq(record(1, 6))))
+    assert(log.read(4).isEmpty)
+  }
+
+  test("pruning forgets rounds whose records all lie below their share-partition start offset") {
+    val log = newLog()
+    log.write(1, 0, Seq(record(0, 1), record(0, 2)))
+    log.write(2, 0, Seq(record(0, 3), record(1, 7)))
+    log.write(3, 0, Seq(record(0, 9)))
+    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L))
+    assert(log.rounds() == Seq(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
+    assert(remembered == 2)
+  }
+
+  test("the executors' index finds records that earlier rounds handed over, and only those") {
+    val log = newLog()
+    val index = new DeliveredRecordsIndex(log)
+    log.write(1, 0, Seq(record(0, 1)))
+    log.write(2, 1, Seq(record(0, 2)))
+    val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
+    assert(index.deliveredBefore(2, candidates) == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
+    log.delete(1)
+    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 2)))
+  }
+}
