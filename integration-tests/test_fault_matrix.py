@@ -101,43 +101,28 @@ def assert_and_record(
     assert kafka.total_lag(group) == 0
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
-def test_a_task_fails_on_its_first_attempt(
-    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
-) -> None:
-    topic = kafka.new_topic(partitions=2)
-    expected = values(1_000)
-    kafka.produce(topic, expected, key=str)
-    job = ("--strategy", strategy, "--sink", "skip", "--master", "local[2,2]")
-    assert run_drain_job(topic, group, tmp_path, *job, "--fault", "task-failure") == 0
-    assert (tmp_path / "out" / "task-failed").exists(), "no task failed"
-    assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
-    got = [value for value, _ in drained_rows(tmp_path)]
-    assert_and_record(kafka, group, strategy, "task fails on first attempt", expected, got, dup_ok=False)
+# A failed task, and a killed executor JVM (its tasks are lost with the share consumers they used).
+TASK_FAULTS = {
+    "task-failure": ("task fails on first attempt", "local[2,2]", "2"),
+    "executor-kill": ("executor JVM SIGKILL mid-batch", "local-cluster[2,1,1024]", "4"),
+}
 
 
+@pytest.mark.parametrize("fault", TASK_FAULTS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_an_executor_jvm_is_killed_mid_batch(
-    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+def test_a_task_or_an_executor_fails_mid_batch(
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str, fault: str
 ) -> None:
+    name, master, parallelism = TASK_FAULTS[fault]
     topic = kafka.new_topic(partitions=2)
     expected = values(2_000)
     kafka.produce(topic, expected, key=str)
-    job = (
-        "--strategy",
-        strategy,
-        "--sink",
-        "skip",
-        "--master",
-        "local-cluster[2,1,1024]",
-        "--parallelism",
-        "4",
-    )
-    assert run_drain_job(topic, group, tmp_path, *job, "--fault", "executor-kill") == 0
-    assert (tmp_path / "out" / "executor-killed").exists(), "no executor was killed"
-    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    job = ("--strategy", strategy, "--sink", "skip", "--master", master, "--parallelism", parallelism)
+    assert run_drain_job(topic, group, tmp_path, *job, "--fault", fault) == 0
+    assert (tmp_path / "out" / f"{fault}-injected").exists(), f"no {fault} happened"
+    assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
     got = [value for value, _ in drained_rows(tmp_path)]
-    assert_and_record(kafka, group, strategy, "executor JVM SIGKILL mid-batch", expected, got, dup_ok=False)
+    assert_and_record(kafka, group, strategy, name, expected, got, dup_ok=False)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -94,9 +94,9 @@ def executor_jvm_pid() -> int:
 
 @F.udf("string")
 def with_fault(value: str) -> str:
-    if args.fault == "task-failure" and first_time("task-failed"):
+    if args.fault == "task-failure" and first_time("task-failure-injected"):
         raise RuntimeError("injected task failure")
-    if args.fault == "executor-kill" and first_time("executor-killed"):
+    if args.fault == "executor-kill" and first_time("executor-kill-injected"):
         os.kill(executor_jvm_pid(), signal.SIGKILL)
     return value
 

@@ -24,6 +24,7 @@ Poison records (ones that fail every time) are retried a bounded number of times
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -65,17 +66,8 @@ def acknowledge(batch_df: DataFrame, marks_df: DataFrame) -> None:
     Raises ``KafkaShareAcknowledgementError`` if the source is not in explicit mode, the marks are
     malformed, or a marked record is not in this batch. Needs a classic session (not Spark Connect).
     """
-    spark = batch_df.sparkSession
-    require_classic_session(
-        spark,
-        "acknowledge()",
-        "the marks go to the kafka-share source inside the driver JVM",
-        "Run the query from a classic session, or use acknowledgment_mode=implicit.",
-    )
-    require_connector(spark)
-    acknowledgements = driver_jvm(spark).io.github.sparkkafkashare.KafkaShareAcknowledgements
     with raising_kafka_share_errors():
-        acknowledgements.acknowledge(batch_df._jdf, marks_df._jdf)
+        _jvm_acknowledgements(batch_df, "acknowledge()").acknowledge(batch_df._jdf, marks_df._jdf)
 
 
 def release_or_dead_letter(
@@ -90,18 +82,22 @@ def release_or_dead_letter(
     (``topic-partition@offset``) and ``kafka-share.delivery-count``. Returns how many records were
     parked. Needs ``acknowledgment_mode=AcknowledgmentMode.EXPLICIT`` and a classic session.
     """
+    acknowledgements = _jvm_acknowledgements(batch_df, "release_or_dead_letter()")
+    with raising_kafka_share_errors():
+        parked = acknowledgements.releaseOrDeadLetter(
+            batch_df._jdf, failed_df._jdf, max_deliveries, dead_letter_topic
+        )
+    return int(parked)
+
+
+def _jvm_acknowledgements(batch_df: DataFrame, what: str) -> Any:
+    """The JVM's KafkaShareAcknowledgements, for a batch of a classic session that has the connector."""
     spark = batch_df.sparkSession
     require_classic_session(
         spark,
-        "release_or_dead_letter()",
+        what,
         "the marks go to the kafka-share source inside the driver JVM",
-        "Run the query from a classic session.",
+        "Run the query from a classic session, or use acknowledgment_mode=implicit.",
     )
     require_connector(spark)
-    acknowledgements = driver_jvm(spark).io.github.sparkkafkashare.KafkaShareAcknowledgements
-    with raising_kafka_share_errors():
-        return int(
-            acknowledgements.releaseOrDeadLetter(
-                batch_df._jdf, failed_df._jdf, max_deliveries, dead_letter_topic
-            )
-        )
+    return driver_jvm(spark).io.github.sparkkafkashare.KafkaShareAcknowledgements

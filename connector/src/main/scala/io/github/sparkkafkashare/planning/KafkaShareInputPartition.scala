@@ -33,7 +33,14 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     location: Option[String])
   extends InputPartition {
 
-  override def preferredLocations(): Array[String] = location.toArray
+  /**
+   * Set on the driver: where the slot's consumer is now. Spark asks again for every job that reads
+   * the batch, so a batch evaluated again (foreachBatch) goes to the executor whose consumer took
+   * the slot over after the planned one died, and finds the records it holds there.
+   */
+  @transient private[sparkkafkashare] var currentLocation: () => Option[String] = () => None
+
+  override def preferredLocations(): Array[String] = currentLocation().orElse(location).toArray
 
   override def toString: String = s"KafkaShareInputPartition(slot=$slot, round=$round, poll=$poll)"
 }
