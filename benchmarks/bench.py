@@ -45,7 +45,13 @@ parser.add_argument(
     type=int,
     default=int(os.environ.get("BENCH_WORK_RECORDS", "10000")),
 )
+parser.add_argument(
+    "--sections",
+    default="ab,idle,d,strategies",
+    help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost)",
+)
 args = parser.parse_args()
+SECTIONS = set(args.sections.split(","))
 BOOTSTRAP = args.bootstrap_servers
 
 
@@ -265,24 +271,31 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     results: list[dict[str, Any]] = []
-    topics = {partitions: make_topic(partitions, args.records) for partitions in (4, 1)}
-    topic_4p = topics[4]
+    topic_4p = make_topic(4, args.records)
+    topics = {4: topic_4p, 1: make_topic(1, args.records)} if "ab" in SECTIONS else {}
     for partitions, topic in topics.items():
         for consumers in (1, 2, 4):
             results.append(raw_share_consumers(topic, consumers, args.records) | {"partitions": partitions})
             share = kafka_share(spark, f"b) kafka-share P={consumers}", topic, consumers, args.records)
             results.append(share | {"partitions": partitions})
             print(json.dumps(results[-2:]), flush=True)
-    for trigger in (None, "1 second"):
+    for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         results.append(idle_cpu(spark, topic_4p, trigger))
         print(json.dumps(results[-1]), flush=True)
-    work_topic = make_topic(1, args.work_records)
-    for variant, options in (("default", None), ("tuned", TUNED_FOR_WORK)):
-        for consumers in (1, 2, 4):
-            scenario = f"d) 1 ms/record {variant} P={consumers}"
-            result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
-            results.append(result | {"partitions": 1, "variant": variant})
-            print(json.dumps(results[-1]), flush=True)
+    if "d" in SECTIONS:
+        work_topic = make_topic(1, args.work_records)
+        for variant, options in (("default", None), ("tuned", TUNED_FOR_WORK)):
+            for consumers in (1, 2, 4):
+                scenario = f"d) 1 ms/record {variant} P={consumers}"
+                result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
+                results.append(result | {"partitions": 1, "variant": variant})
+                print(json.dumps(results[-1]), flush=True)
+    # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
+    for strategy in ("none", "checkpoint-dedup", "two-phase-commit") if "strategies" in SECTIONS else ():
+        options = {"kafka.share.exactly.once.strategy": strategy}
+        result = kafka_share(spark, f"e) strategy {strategy} P=4", topic_4p, 4, args.records, 0, options)
+        results.append(result | {"partitions": 4, "strategy": strategy})
+        print(json.dumps(results[-1]), flush=True)
     spark.stop()
 
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -292,6 +305,7 @@ def main() -> None:
         "records": args.records,
         "record_size": args.record_size,
         "work_records": args.work_records,
+        "sections": sorted(SECTIONS),
         "machine": f"{os.cpu_count()} cores",
         "spark": "4.3.0 local[4]",
         "kafka": "4.3.1 single node",
@@ -330,8 +344,13 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"b/a {r['partitions']} partitions, {r['parallelism']} consumers: {ratio:.2f}")
     for variant in ("default", "tuned"):
         work = {r["parallelism"]: r["records_per_s"] for r in results if r.get("variant") == variant}
-        scaling = f"P2/P1 {work[2] / work[1]:.2f}, P4/P1 {work[4] / work[1]:.2f}"
-        print(f"d {variant} scaling on one partition: {scaling}")
+        if work:
+            scaling = f"P2/P1 {work[2] / work[1]:.2f}, P4/P1 {work[4] / work[1]:.2f}"
+            print(f"d {variant} scaling on one partition: {scaling}")
+    by_strategy = {r["strategy"]: r for r in results if "strategy" in r}
+    for strategy, r in by_strategy.items():
+        cost = r["records_per_s"] / by_strategy["none"]["records_per_s"]
+        print(f"e {strategy}: {cost:.2f} of none's throughput, batch p50 {fmt(r['batch_ms_p50'])} ms")
 
 
 if __name__ == "__main__":
