@@ -187,7 +187,9 @@ def start_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> subpr
         JAR,
         *extra,
     ]
-    return subprocess.Popen(command)
+    # The job imports spark_kafka_share from this checkout, as the tests do.
+    python_path = os.pathsep.join(p for p in (str(REPO / "python"), os.environ.get("PYTHONPATH")) if p)
+    return subprocess.Popen(command, env={**os.environ, "PYTHONPATH": python_path})
 
 
 def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:

@@ -69,8 +69,13 @@ def test_two_queries_in_one_group_split_the_records(
         for i in range(2)
     ]
     try:
-        # Both queries' consumers have joined before the records arrive, so both get a share.
-        wait_until(lambda: len(kafka.group_state(group)["members"]) == 4, 60, "both queries joined the group")
+        # Both queries' consumers have joined and been assigned partitions before the records arrive,
+        # so both get a share (a member the broker has not assigned yet would get nothing).
+        def all_assigned() -> bool:
+            members = kafka.group_state(group)["members"]
+            return len(members) == 4 and all(m["assignment"] for m in members)
+
+        wait_until(all_assigned, 60, "both queries joined the group and were assigned partitions")
         expected = values(6_000)
         kafka.produce(topic, expected, key=lambda i: str(i))
         outputs: list[list[str]] = [[], []]

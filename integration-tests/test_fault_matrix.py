@@ -122,7 +122,8 @@ def test_a_task_or_an_executor_fails_mid_batch(
     assert (tmp_path / "out" / f"{fault}-injected").exists(), f"no {fault} happened"
     assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
     got = [value for value, _ in drained_rows(tmp_path)]
-    assert_and_record(kafka, group, strategy, name, expected, got, dup_ok=False)
+    # `none` promises at-least-once only: the records a dead executor's consumers held come back.
+    assert_and_record(kafka, group, strategy, name, expected, got, dup_ok=strategy == "none")
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_kafka_share import AcknowledgeType, acknowledge, marks
 
 parser = argparse.ArgumentParser()
 for name in ("--bootstrap", "--topic", "--group", "--checkpoint", "--out", "--jar"):
@@ -47,6 +48,11 @@ parser.add_argument("--sink", choices=["overwrite", "skip", "upsert"], default="
 parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
 parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
 parser.add_argument("--max-records-per-trigger")
+parser.add_argument(
+    "--release-every",
+    type=int,
+    help="explicit mode: RELEASE the first delivery of every record whose value ends in a multiple of N",
+)
 args = parser.parse_args()
 out = Path(args.out)
 
@@ -138,6 +144,11 @@ def sink(batch: DataFrame, batch_id: int) -> None:
     if args.sink == "upsert":
         upsert(batch)
         return
+    if args.release_every:
+        first = batch.filter("deliveryCount = 1").withColumn(
+            "n", F.expr("cast(split(cast(value as string), '-')[1] as int)")
+        )
+        acknowledge(batch, marks(first.filter(F.col("n") % args.release_every == 0), AcknowledgeType.RELEASE))
     target = out / f"batch-{batch_id}.json"
     if args.sink == "skip" and target.exists():
         return
@@ -160,6 +171,7 @@ query = (
     # Short locks, so the records a killed driver held come back within seconds.
     .option("kafka.share.lock.timeout.ms", args.lock_timeout_ms)
     .option("kafka.share.exactly.once.strategy", args.strategy)
+    .option("kafka.share.acknowledgment.mode", "explicit" if args.release_every else "implicit")
     .options(
         **({"maxRecordsPerTrigger": args.max_records_per_trigger} if args.max_records_per_trigger else {})
     )

@@ -68,7 +68,9 @@ object KafkaShareAcknowledgements {
   def releaseOrDeadLetter(batch: DataFrame, failed: DataFrame, maxDeliveries: Int, deadLetterTopic: String): Long = {
     if (maxDeliveries < 1) throw KafkaShareErrors.invalidMarks(s"maxDeliveries must be at least 1, not $maxDeliveries")
     val (stream, round) = explicitBatch(batch)
-    val missing = (Columns.take(3) :+ "deliveryCount").filterNot(c => failed.columns.exists(_.equalsIgnoreCase(c)))
+    val deadLetters = Option(deadLetterTopic).filter(_.nonEmpty)
+    val needed = Columns.take(3) ++ Seq("deliveryCount") ++ deadLetters.map(_ => Seq("key", "value")).getOrElse(Nil)
+    val missing = needed.filterNot(c => failed.columns.exists(_.equalsIgnoreCase(c)))
     if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
     val exhausted = col("deliveryCount") >= maxDeliveries
     val retried = failed.filter(!exhausted).select(coordinates: _*).collect()
@@ -79,7 +81,7 @@ object KafkaShareAcknowledgements {
     val marked = retried ++ rejected
     if (marked.nonEmpty) {
       checkInBatch(batch, failed, marked.map(_._1).distinct.length)
-      Option(deadLetterTopic).filter(_.nonEmpty).foreach(topic => DeadLetters.send(stream.options.connection, topic, poison.toSeq))
+      deadLetters.foreach(topic => DeadLetters.send(stream.options.connection, topic, poison.toSeq))
       stream.recordMarks(round, marked.toMap)
     }
     rejected.length.toLong
