@@ -63,7 +63,9 @@ def test_two_queries_in_one_group_split_the_records(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
     topic = kafka.new_topic(partitions=2)
-    options = {"kafka.share.parallelism": "2", "startingOffsets": "earliest"}
+    # A cap per trigger turns off the consumers' prefetch (record_limit), so one query's consumers
+    # cannot acquire every record ahead of the other's first poll.
+    options = {"kafka.share.parallelism": "2", "startingOffsets": "earliest", "maxRecordsPerTrigger": "1000"}
     queries = [
         parquet_query(share_stream(spark, topic, group, **options), tmp_path / f"q{i}", available_now=False)
         for i in range(2)
