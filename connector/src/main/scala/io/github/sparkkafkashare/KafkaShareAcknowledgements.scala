@@ -40,8 +40,7 @@ object KafkaShareAcknowledgements {
    */
   def acknowledge(batch: DataFrame, marks: DataFrame): Unit = {
     val (stream, round) = explicitBatch(batch)
-    val missing = Columns.filterNot(c => marks.columns.exists(_.equalsIgnoreCase(c)))
-    if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
+    requireColumns(marks, Columns)
 
     val rows = marks.select(coordinates :+ upper(col("acknowledgement")).as("acknowledgement"): _*).collect()
     val parsed = rows.map { row =>
@@ -49,7 +48,7 @@ object KafkaShareAcknowledgements {
       val ackType = types.getOrElse(row.getString(3), throw KafkaShareErrors.invalidMarks(
         s"acknowledgement '${row.getString(3).toLowerCase(Locale.ROOT)}' of record ${describe(row)} is not one of " +
           types.keys.map(_.toLowerCase(Locale.ROOT)).mkString(", ")))
-      RecordCoordinates(row.getString(0), row.getInt(1), row.getLong(2)) -> ackType
+      coordinatesOf(row) -> ackType
     }
     if (parsed.nonEmpty) {
       checkInBatch(batch, marks, parsed.map(_._1).distinct.length)
@@ -70,11 +69,10 @@ object KafkaShareAcknowledgements {
     val (stream, round) = explicitBatch(batch)
     val deadLetters = Option(deadLetterTopic).filter(_.nonEmpty)
     val needed = Columns.take(3) ++ Seq("deliveryCount") ++ deadLetters.map(_ => Seq("key", "value")).getOrElse(Nil)
-    val missing = needed.filterNot(c => failed.columns.exists(_.equalsIgnoreCase(c)))
-    if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
+    requireColumns(failed, needed)
     val exhausted = col("deliveryCount") >= maxDeliveries
     val retried = failed.filter(!exhausted).select(coordinates: _*).collect()
-      .map(r => RecordCoordinates(r.getString(0), r.getInt(1), r.getLong(2)) -> AcknowledgeType.RELEASE)
+      .map(r => coordinatesOf(r) -> AcknowledgeType.RELEASE)
     val poison = failed.filter(exhausted).collect()
     val rejected = poison.map(r => RecordCoordinates(r.getAs[String]("topic"), r.getAs[Int]("partition"),
       r.getAs[Long]("offset")) -> AcknowledgeType.REJECT)
@@ -89,7 +87,15 @@ object KafkaShareAcknowledgements {
 
   private val coordinates = Seq(col("topic").cast(StringType), col("partition").cast(IntegerType), col("offset").cast(LongType))
 
+  /** A row that starts with the `coordinates` columns. */
+  private def coordinatesOf(row: Row): RecordCoordinates = RecordCoordinates(row.getString(0), row.getInt(1), row.getLong(2))
+
   private def describe(row: Row): String = s"${row.getString(0)}-${row.getInt(1)}@${row.getLong(2)}"
+
+  private def requireColumns(df: DataFrame, needed: Seq[String]): Unit = {
+    val missing = needed.filterNot(c => df.columns.exists(_.equalsIgnoreCase(c)))
+    if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
+  }
 
   /** The stream and round of `batch`, which must come from a kafka-share source in explicit mode. */
   private def explicitBatch(batch: DataFrame): (KafkaShareMicroBatchStream, Long) = {
