@@ -22,7 +22,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from pyspark.sql import DataFrame, SparkSession
 
 REPO = Path(__file__).resolve().parent.parent
@@ -127,6 +134,14 @@ class KafkaCluster:
         assert jvm is not None
         options = {"kafka.bootstrap.servers": self.bootstrap, "kafka.share.group.id": group}
         return dict(json.loads(jvm.io.github.sparkkafkashare.KafkaShareGroups.describeJson(options)))
+
+    def refuse_lock_renewal(self, group: str) -> None:
+        """Sets the group's `share.renew.acknowledge.enable` to false: the broker refuses RENEW."""
+        entry = ConfigEntry(
+            "share.renew.acknowledge.enable", "false", incremental_operation=AlterConfigOpType.SET
+        )
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+        self.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
     def total_lag(self, group: str) -> int | None:
         partitions = self.group_state(group)["partitions"]

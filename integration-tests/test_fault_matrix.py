@@ -133,6 +133,33 @@ def test_a_task_or_an_executor_fails_mid_batch(
     assert_and_record(kafka, group, strategy, name, expected, got, dup_ok=strategy == "none")
 
 
+LOCK_MS = 3000
+
+
+@pytest.mark.parametrize("renewal", ["renewed", "refused"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_batch_outlives_the_acquisition_lock(
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str, renewal: str
+) -> None:
+    """The first batch with records stays in the sink for three lock durations. Renewed locks keep
+    its records from coming back; when the group refuses renewal they do come back, and only the
+    strategies that remember delivered records can drop them."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(2_000)
+    kafka.produce(topic, expected, key=str)
+    if renewal == "refused":
+        kafka.refuse_lock_renewal(group)
+    job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
+    assert run_drain_job(topic, group, tmp_path, *job, "--slow-batch-s", str(3 * LOCK_MS / 1000)) == 0
+    assert (tmp_path / "out" / "slow-batch").exists(), "no batch with records was slowed"
+    assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
+    got = [value for value, _ in drained_rows(tmp_path)]
+    fault = "batch outlives the lock" + (" (renewal refused)" if renewal == "refused" else "")
+    assert_and_record(
+        kafka, group, strategy, fault, expected, got, dup_ok=strategy == "none" and renewal == "refused"
+    )
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_the_broker_restarts_mid_stream(
     kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str

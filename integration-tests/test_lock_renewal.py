@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import time
 
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from pyspark.sql import DataFrame, SparkSession
 
 from conftest import KafkaCluster, share_stream, values, wait_until
@@ -73,16 +72,7 @@ def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_say_so
     topic = kafka.new_topic()
     expected = values(200)
     kafka.produce(topic, expected)
-    resource = ConfigResource(
-        ResourceType.GROUP,
-        group,
-        incremental_configs=[
-            ConfigEntry(
-                "share.renew.acknowledge.enable", "false", incremental_operation=AlterConfigOpType.SET
-            )
-        ],
-    )
-    kafka.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    kafka.refuse_lock_renewal(group)
 
     seen, metrics = run_with_one_slow_batch(spark, kafka, topic, group, expected)
 

@@ -11,6 +11,9 @@ upsert` is the `idempotent` strategy's JDBC recipe instead: rows upserted into S
 retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
 of its tasks (run with local-cluster[...]).
 
+`--slow-batch-s` makes the first batch with records outlive the acquisition lock (given with
+`--lock-timeout-ms`).
+
 `--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
 are kept in `<out>/killed.json` when the sink got to see them):
 - `tasks-running`: while the batch's tasks are reading (a slow sink-side evaluation is under way);
@@ -48,6 +51,11 @@ parser.add_argument("--sink", choices=["overwrite", "skip", "upsert"], default="
 parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
 parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
 parser.add_argument("--max-records-per-trigger")
+parser.add_argument(
+    "--slow-batch-s",
+    type=float,
+    help="the first batch with records holds them this long in the sink before writing them",
+)
 parser.add_argument(
     "--release-every",
     type=int,
@@ -154,6 +162,8 @@ def sink(batch: DataFrame, batch_id: int) -> None:
         return
     columns = ["cast(value as string) value", "deliveryCount"]
     rows = [[r.value, r.deliveryCount] for r in batch.selectExpr(*columns).collect()]
+    if args.slow_batch_s and rows and first_time("slow-batch"):
+        time.sleep(args.slow_batch_s)
     target.write_text(json.dumps(rows))
     if args.kill_at in ("sink-written", "committed") and rows and not (out / "killed.json").exists():
         (out / "killed.json").write_text(json.dumps(rows))
