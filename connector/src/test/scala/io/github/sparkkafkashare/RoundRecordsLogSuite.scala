@@ -26,6 +26,15 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(log.read(4).isEmpty)
   }
 
+  test("a slot's round that acquired nothing is logged as empty, unlike one that was never logged") {
+    val log = newLog()
+    log.write(5, 0, Nil)
+    assert(log.contains(5, 0) && log.read(5, 0).contains(Nil))
+    assert(!log.contains(5, 1) && log.read(5, 1).isEmpty)
+    log.write(5, 1, Seq(record(1, 4)))
+    assert(log.read(5, 1).contains(Seq(record(1, 4))))
+  }
+
   test("pruning forgets rounds whose records all lie below their share-partition start offset") {
     val log = newLog()
     log.write(1, 0, Seq(record(0, 1), record(0, 2)))

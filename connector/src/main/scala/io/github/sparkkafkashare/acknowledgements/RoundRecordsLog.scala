@@ -35,7 +35,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   /** Replaces the slot's file for `round` with `records` (written to a temporary file, then renamed). */
   def write(round: Long, slot: Int, records: Seq[LoggedRecord]): Unit = {
-    val target = new Path(new Path(root, round.toString), s"$slot.json")
+    val target = slotFile(round, slot)
     val temporary = new Path(target.getParent, s".$slot.json.${java.util.UUID.randomUUID()}.tmp")
     val out = fs.create(temporary, true)
     try out.write(RoundRecordsLog.toJson(records).getBytes(UTF_8)) finally out.close()
@@ -53,11 +53,22 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
     val roundDir = new Path(root, round.toString)
     if (!fs.exists(roundDir)) Map.empty
     else fs.listStatus(roundDir).toSeq.map(_.getPath).filter(_.getName.endsWith(".json")).filterNot(_.getName.startsWith("."))
-      .map { path =>
-        val in = fs.open(path)
-        val text = try new String(in.readAllBytes(), UTF_8) finally in.close()
-        path.getName.stripSuffix(".json").toInt -> RoundRecordsLog.fromJson(text)
-      }.toMap
+      .map(path => path.getName.stripSuffix(".json").toInt -> readFile(path)).toMap
+  }
+
+  /** The records the slot logged for `round`, if it wrote a file. */
+  def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] = {
+    val path = slotFile(round, slot)
+    if (fs.exists(path)) Some(readFile(path)) else None
+  }
+
+  def contains(round: Long, slot: Int): Boolean = fs.exists(slotFile(round, slot))
+
+  private def slotFile(round: Long, slot: Int) = new Path(new Path(root, round.toString), s"$slot.json")
+
+  private def readFile(path: Path): Seq[LoggedRecord] = {
+    val in = fs.open(path)
+    try RoundRecordsLog.fromJson(new String(in.readAllBytes(), UTF_8)) finally in.close()
   }
 
   /** Forgets a round (a replayed batch that re-reads nothing must not suppress its records' redelivery). */

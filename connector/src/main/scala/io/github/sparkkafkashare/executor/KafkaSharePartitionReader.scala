@@ -30,9 +30,26 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
   extends PartitionReaderFactory {
 
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] = partition match {
-    case p: KafkaShareInputPartition => new KafkaSharePartitionReader(p, metrics, slotLocations, recordsLog)
-    case p: KafkaShareReplayPartition => new KafkaShareReplayReader(p, metrics)
+    case p: KafkaShareInputPartition =>
+      loggedElsewhere(p) match {
+        case Some(logged) => new KafkaShareReplayReader(p.round, p.slot, logged, p.consumerConfig, p.includeHeaders, metrics)
+        case None => new KafkaSharePartitionReader(p, metrics, slotLocations, recordsLog)
+      }
+    case p: KafkaShareReplayPartition =>
+      new KafkaShareReplayReader(p.round, p.slot, p.records, p.consumerConfig, p.includeHeaders, metrics)
   }
+
+  /**
+   * With a records log: the records of a slot's round that an earlier evaluation logged (a retried
+   * task, or foreachBatch reading the batch again) when the consumer that acquired them is not in
+   * this JVM (its executor died, or Spark ran this task elsewhere). They are read back by their
+   * coordinates, so every evaluation of a batch holds the same records. The consumer that holds them
+   * settles them when its slot next runs there; if it died, they come back once their locks expire
+   * and are dropped as duplicates.
+   */
+  private def loggedElsewhere(p: KafkaShareInputPartition): Option[Seq[LoggedRecord]] =
+    recordsLog.filter(_ => p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round))
+      .flatMap(_.read(p.round, p.slot))
 }
 
 /**
@@ -41,7 +58,8 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
  * a later round learns that this batch committed. A failed attempt releases what it acquired.
  *
  * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
- * dropped, and the coordinates of the rest are logged before the first row leaves.
+ * dropped, and the coordinates of the rest are logged before the first row leaves; a failed attempt
+ * keeps what it acquired, for the retry to return the same records.
  */
 private[sparkkafkashare] final class KafkaSharePartitionReader(
     partition: KafkaShareInputPartition,
@@ -58,18 +76,26 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
-    context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
+    // Without a log a retry polls anew, so a failed attempt's records go back to the group. With one,
+    // a retry must return the same records (from this consumer, or read back from the log elsewhere).
+    if (recordsLog.isEmpty) {
+      context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
+    }
     context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
-    slotLocations.add(partition.slot -> ExecutorLocality.currentExecutor())
+    val here = ExecutorLocality.currentExecutor()
+    slotLocations.add(partition.slot -> here)
     val locks = slot.drainLockEvents()
     metrics.lockRenewals.add(locks.renewed)
     metrics.locksExpired.add(locks.expired)
 
     slot.heldFor(partition.round) match {
       // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records.
-      case Some(held) => held.iterator().asScala
+      case Some(held) =>
+        // The attempt that polled may have failed before logging them.
+        recordsLog.filterNot(_.contains(partition.round, partition.slot)).foreach(log => logRecords(log, held))
+        held.iterator().asScala
       case None =>
-        val settled = slot.settle(partition.committedThrough, partition.marks)
+        val settled = slot.settle(partition.committedThrough, partition.marks, atHome = partition.home.forall(_ == here))
         metrics.accepted.add(settled.accepted)
         metrics.released.add(settled.released)
         metrics.rejected.add(settled.rejected)
@@ -80,7 +106,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           metrics.acquired.add(polled.size)
           metrics.redelivered.add(polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
-          recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled, context.attemptNumber())).iterator().asScala
+          recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala
         } else {
           slot.flush(ShareConsumerPool.CloseTimeout)
           Iterator.empty
@@ -90,21 +116,20 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   private def dropDuplicatesAndLog(
       log: RoundRecordsLog,
-      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
-      attempt: Int): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
     val coordinates = polled.asScala.map(RecordCoordinates.of).toSeq
     val duplicates = DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, coordinates)
     val kept = if (duplicates.isEmpty) polled else slot.acceptDuplicates(partition.round, duplicates)
     metrics.deduplicated.add(duplicates.size)
-    // An earlier attempt of this task may have logged records it then released: replace its file.
-    if (!kept.isEmpty || attempt > 0) {
-      log.write(partition.round, partition.slot,
-        kept.asScala.map(r => LoggedRecord(RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r))).toSeq)
-    }
+    logRecords(log, kept) // even none: an evaluation of this round elsewhere must find none too
     kept
   }
+
+  private def logRecords(log: RoundRecordsLog, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit =
+    log.write(partition.round, partition.slot,
+      records.asScala.map(r => LoggedRecord(RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r))).toSeq)
 
   private var current: InternalRow = _
 

@@ -5,9 +5,8 @@ import java.time.Duration
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
-import io.github.sparkkafkashare.acknowledgements.RecordCoordinates
+import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
-import io.github.sparkkafkashare.planning.KafkaShareReplayPartition
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
@@ -15,35 +14,38 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.read.PartitionReader
 
 /**
- * `two-phase-commit`: re-runs a slot's part of a batch that a previous run of the query logged but
- * never committed, by reading exactly the logged records back by their coordinates with a plain
- * consumer (no group, nothing committed). The share group redelivers the same records later, and
- * the slots drop them as duplicates.
+ * Returns a slot's logged records of a round again, read back by their coordinates with a plain
+ * consumer (no group, nothing committed): for `two-phase-commit`, a batch that a previous run of
+ * the query logged but never committed; for both logging strategies, a batch evaluated again away
+ * from the consumer that acquired its records. The share group still holds or redelivers those
+ * records; the slots drop their redeliveries as duplicates.
  */
 private[sparkkafkashare] final class KafkaShareReplayReader(
-    partition: KafkaShareReplayPartition,
+    round: Long,
+    slot: Int,
+    records: Seq[LoggedRecord],
+    consumerConfig: Map[String, String],
+    includeHeaders: Boolean,
     metrics: KafkaShareSourceMetrics)
   extends PartitionReader[InternalRow] {
 
   private val rows: Iterator[InternalRow] = {
-    val wanted = partition.records.map(r => r.coordinates -> r.deliveryCount).toMap
-    val found = readBack(wanted.keySet)
-    val missing = wanted.keySet -- found.keySet
+    val found = readBack(records.map(_.coordinates).toSet)
+    val missing = records.map(_.coordinates).filterNot(found.contains)
     if (missing.nonEmpty) {
-      throw KafkaShareErrors.replayRecordsGone(partition.round, missing.toSeq.sortBy(c => (c.topic, c.partition, c.offset))
+      throw KafkaShareErrors.replayRecordsGone(round, missing.sortBy(c => (c.topic, c.partition, c.offset))
         .take(5).map(c => s"${c.topic}-${c.partition}@${c.offset}"))
     }
     metrics.replayed.add(found.size)
-    partition.records.iterator.map(r =>
-      KafkaShareRows.toRow(found(r.coordinates), partition.includeHeaders, r.deliveryCount))
+    records.iterator.map(r => KafkaShareRows.toRow(found(r.coordinates), includeHeaders, r.deliveryCount))
   }
 
   private def readBack(wanted: Set[RecordCoordinates]): Map[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val known = ConsumerConfig.configNames().asScala
-    val config = partition.consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
+    val config = consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
       ConsumerConfig.GROUP_ID_CONFIG, "share.acknowledgement.mode", "share.acquire.mode") ++ Map(
       ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
-      ConsumerConfig.CLIENT_ID_CONFIG -> s"${partition.consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-${partition.slot}")
+      ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot")
     val consumer = new KafkaConsumer[Array[Byte], Array[Byte]](
       config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArrayDeserializer, new ByteArrayDeserializer)
     try {

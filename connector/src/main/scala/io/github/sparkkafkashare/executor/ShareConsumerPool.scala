@@ -8,6 +8,7 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import org.apache.spark.internal.Logging
+import org.apache.spark.kafkashare.ExecutorLocality
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot
@@ -58,10 +59,21 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     slot.lock.unlock()
   }
 
-  /** Closes this JVM's consumers of a query run; returns how many it closed. */
-  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks): Int = {
+  /** Whether this JVM's consumer of the slot holds what it acquired for `round`. */
+  def holdsRound(key: SlotKey, round: Long): Boolean = Option(slots.get(key)).exists(_.heldFor(round).isDefined)
+
+  /**
+   * Closes this JVM's consumers of a query run; returns how many it closed. A consumer whose slot
+   * last ran elsewhere (`slotHomes`) is one its tasks left behind: what it holds may not be what
+   * the committed batch read there, so it RELEASEs everything rather than ACCEPT.
+   */
+  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String]): Int = {
     DeliveredRecordsIndex.forget(runId)
-    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(key => close(key, committedThrough, marks))
+    val here = ExecutorLocality.currentExecutor()
+    slots.keySet().asScala.filter(_.runId == runId).toSeq.count { key =>
+      if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks)
+      else close(key, committedThrough = -1L, AcknowledgementMarks.None)
+    }
   }
 
   private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks): Boolean = Option(slots.get(key)).exists { slot =>

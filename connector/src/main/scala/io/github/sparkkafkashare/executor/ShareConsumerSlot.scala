@@ -84,8 +84,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed
    * round, and RELEASEs what it holds from any other. Acknowledgements ride on the next poll;
    * [[flush]] sends them at once.
+   *
+   * @param atHome false when the slot's last task ran on another executor: this consumer was left
+   *               behind, and what it holds may not be what the committed batch read, so it is
+   *               all RELEASEd (a redelivery at worst, never a loss)
    */
-  def settle(committedThrough: Long, marks: AcknowledgementMarks): Settlement = withConsumer {
+  def settle(committedThrough: Long, marks: AcknowledgementMarks, atHome: Boolean = true): Settlement = withConsumer {
     if (committedThrough >= this.committedThrough) {
       this.committedThrough = committedThrough
       if (marks.round >= this.marks.round) this.marks = marks
@@ -94,7 +98,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       case None => Settlement(0, 0, 0)
       case Some(records) => // possibly empty
         val counts = records.records.asScala.groupMapReduce { r =>
-          val ackType = records.settlement(this.committedThrough, this.marks, r)
+          val ackType = records.settlement(if (atHome) this.committedThrough else -1L, this.marks, r)
           consumer.acknowledge(r, ackType)
           ackType
         }(_ => 1)(_ + _)

@@ -12,8 +12,8 @@ import org.apache.spark.sql.SparkSession
 
 /**
  * Closes a stopped query run's share consumers wherever they live: in this JVM directly (local
- * mode), and on executors through a small job with one task pinned to each executor that ran a
- * slot. A consumer this misses (its executor was busy or gone) is closed by the pool's janitor.
+ * mode), and on executors through a small job with one task pinned to each live executor. A
+ * consumer this misses (its executor was busy or gone) is closed by the pool's janitor.
  */
 private[sparkkafkashare] object ConsumerCloser extends Logging {
   private val JobTimeoutMs = TimeUnit.SECONDS.toMillis(60)
@@ -24,10 +24,13 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
       slotLocations: Map[Int, String],
       committedThrough: Long,
       marks: AcknowledgementMarks): Unit = {
-    ShareConsumerPool.closeRun(runId, committedThrough, marks)
+    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotLocations)
     val here = ExecutorLocality.currentExecutor()
-    val executors = slotLocations.values.toSeq.distinct.filterNot(_ == here)
-    if (executors.nonEmpty && !session.sparkContext.isStopped) runCloseJob(session, runId, executors, committedThrough, marks)
+    // Every live executor: a slot's tasks may have left a consumer behind on one that no slot calls home.
+    val executors = ExecutorLocality.sortedExecutors().filterNot(_ == here)
+    if (executors.nonEmpty && !session.sparkContext.isStopped) {
+      runCloseJob(session, runId, executors, committedThrough, marks, slotLocations)
+    }
   }
 
   private def runCloseJob(
@@ -35,14 +38,15 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
       runId: String,
       executors: Seq[String],
       committedThrough: Long,
-      marks: AcknowledgementMarks): Unit = {
+      marks: AcknowledgementMarks,
+      slotHomes: Map[Int, String]): Unit = {
     val sc = session.sparkContext
     // A thread of its own: stop() may run on an interrupted stream thread whose job group the query is cancelling.
     val closer = new Thread(() => {
       try {
         sc.clearJobTags()
         sc.setJobGroup(s"kafka-share-close-$runId", "kafka-share: close share consumers", interruptOnCancel = false)
-        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => ShareConsumerPool.closeRun(runId, committedThrough, marks))
+        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes))
       } catch {
         case NonFatal(e) => logWarning("Closing share consumers on executors failed; idle ones close by themselves", e)
       }

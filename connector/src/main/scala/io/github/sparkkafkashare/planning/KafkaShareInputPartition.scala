@@ -11,6 +11,8 @@ import org.apache.spark.sql.connector.read.InputPartition
  *                         those rounds are ACCEPTed (or acknowledged as `marks` say), any others
  *                         RELEASEd.
  * @param marks            explicit mode: what user code chose for records of the committed round
+ * @param home             the executor whose consumer last read this slot (alive or not): a
+ *                         consumer elsewhere that still holds records of the slot was left behind
  * @param poll             false for a round that only settles (a replayed batch after a restart,
  *                         or the closing round of Trigger.AvailableNow)
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
@@ -23,6 +25,7 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     round: Long,
     committedThrough: Long,
     marks: AcknowledgementMarks,
+    home: Option[String],
     poll: Boolean,
     topics: Set[String],
     consumerConfig: Map[String, String],

@@ -168,8 +168,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       // Stay where the slot's consumer is while that executor lives; otherwise spread slots evenly.
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
-      val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough), poll,
-        topics, consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location)
+      val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough),
+        known.get(slot), poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location)
       partition.currentLocation = () => slotLocations.value.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
