@@ -55,7 +55,8 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
 /**
  * Runs one slot's round on an executor: settles what the slot's consumer holds from earlier
  * rounds, then polls once and returns those records as rows, leaving them unacknowledged until
- * a later round learns that this batch committed. A failed attempt releases what it acquired.
+ * a later round learns that this batch committed. Without a records log, a failed attempt releases
+ * what it acquired.
  *
  * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
  * dropped, and the coordinates of the rest are logged before the first row leaves; a failed attempt

@@ -30,8 +30,9 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   extends PartitionReader[InternalRow] {
 
   private val rows: Iterator[InternalRow] = {
-    val found = readBack(records.map(_.coordinates).toSet)
-    val missing = records.map(_.coordinates).filterNot(found.contains)
+    val wanted = records.map(_.coordinates)
+    val found = readBack(wanted.toSet)
+    val missing = wanted.filterNot(found.contains)
     if (missing.nonEmpty) {
       throw KafkaShareErrors.replayRecordsGone(round, missing.sortBy(c => (c.topic, c.partition, c.offset))
         .take(5).map(c => s"${c.topic}-${c.partition}@${c.offset}"))

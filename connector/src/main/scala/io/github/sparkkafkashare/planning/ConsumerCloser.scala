@@ -21,15 +21,15 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
   def closeRun(
       session: SparkSession,
       runId: String,
-      slotLocations: Map[Int, String],
+      slotHomes: Map[Int, String],
       committedThrough: Long,
       marks: AcknowledgementMarks): Unit = {
-    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotLocations)
+    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes)
     val here = ExecutorLocality.currentExecutor()
     // Every live executor: a slot's tasks may have left a consumer behind on one that no slot calls home.
     val executors = ExecutorLocality.sortedExecutors().filterNot(_ == here)
     if (executors.nonEmpty && !session.sparkContext.isStopped) {
-      runCloseJob(session, runId, executors, committedThrough, marks, slotLocations)
+      runCloseJob(session, runId, executors, committedThrough, marks, slotHomes)
     }
   }
 
