@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -15,10 +16,16 @@ SLOW_BATCH_S = 3 * LOCK_MS / 1000
 
 
 def run_with_one_slow_batch(
-    spark: SparkSession, kafka: KafkaCluster, topic: str, group: str, expected: list[str]
+    spark: SparkSession,
+    kafka: KafkaCluster,
+    topic: str,
+    group: str,
+    expected: list[str],
+    while_slow: Callable[[], None] = lambda: None,
 ):
-    """Runs a query whose first non-empty batch takes three lock durations; returns what the sink
-    saw as (value, deliveryCount) and the source metrics at the end."""
+    """Runs a query whose first non-empty batch takes three lock durations, calling `while_slow`
+    as it starts waiting; returns what the sink saw as (value, deliveryCount) and the source
+    metrics at the end."""
     seen: list[tuple[str, int]] = []
     slowed: list[int] = []
 
@@ -26,6 +33,7 @@ def run_with_one_slow_batch(
         rows = batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
         if rows and not slowed:
             slowed.append(batch_id)
+            while_slow()
             time.sleep(SLOW_BATCH_S)
         seen.extend((r.v, r.deliveryCount) for r in rows)
 
@@ -63,6 +71,27 @@ def test_records_of_a_batch_longer_than_the_lock_are_renewed_not_redelivered(
     assert not duplicated, f"{len(duplicated)} records delivered twice although their batch was running"
     assert {count for _, count in seen} == {1}
     assert int(metrics["lockRenewals"]) > 0
+    assert metrics["locksExpired"] == "0"
+
+
+def test_records_acquired_while_a_long_batch_runs_keep_their_locks_until_the_next_batch(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # One record: one slot reads it, the others poll nothing, and a share consumer whose poll
+    # returned nothing goes on fetching in the background. The records produced while the first
+    # batch is slow are acquired by those consumers then, and must still be theirs afterwards.
+    topic = kafka.new_topic()
+    first, later = values(1, prefix="a"), values(500, prefix="b")
+    kafka.produce(topic, first)
+
+    seen, metrics = run_with_one_slow_batch(
+        spark, kafka, topic, group, first + later, while_slow=lambda: kafka.produce(topic, later)
+    )
+
+    duplicated = {v: n for v, n in collections.Counter(v for v, _ in seen).items() if n > 1}
+    assert sorted({v for v, _ in seen}) == first + later
+    assert not duplicated, f"{len(duplicated)} records delivered twice"
+    assert {count for _, count in seen} == {1}, "records lost their locks while they waited in a consumer"
     assert metrics["locksExpired"] == "0"
 
 

@@ -28,7 +28,10 @@ private[sparkkafkashare] object AcknowledgementMarks {
  * before the sink committed; acknowledging later than the lock lasts makes the broker deliver them
  * again unless the lock is renewed.
  *
- * @param lockedSinceNanos when the broker last (re)started these records' acquisition locks
+ * @param round            the micro-batch round, or [[HeldRecords.NoRound]] for records a slot took
+ *                         in between rounds
+ * @param lockedSinceNanos no later than when the broker last (re)started these records' acquisition
+ *                         locks: renewals are timed from it
  */
 private[sparkkafkashare] final class HeldRecords(
     val round: Long,
@@ -43,4 +46,10 @@ private[sparkkafkashare] final class HeldRecords(
     if (round <= committedThrough) marks.forRecord(round, r) else AcknowledgeType.RELEASE
 
   def size: Int = records.size()
+
+  def forRound(round: Long): HeldRecords = new HeldRecords(round, records, lockedSinceNanos)
+}
+
+private[sparkkafkashare] object HeldRecords {
+  val NoRound: Long = -1L
 }

@@ -16,8 +16,9 @@ import org.apache.spark.kafkashare.ExecutorLocality
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
  * A consumer is closed when its query stops, or by the janitor once unused for [[IdleTimeout]]
- * (its query died without stopping, or its slot moved to another executor). The same thread
- * renews the locks of records that wait for their batch to commit, every [[RenewCheckInterval]].
+ * (its query died without stopping, or its slot moved to another executor). A second thread
+ * renews the locks of records that wait for their batch to commit, every [[RenewCheckInterval]]:
+ * its own, so that a slow close cannot hold renewals back past the locks' expiry.
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
@@ -29,7 +30,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
 
   private lazy val janitor: ScheduledExecutorService = {
-    val executor = Executors.newSingleThreadScheduledExecutor(new ThreadFactory {
+    val executor = Executors.newScheduledThreadPool(2, new ThreadFactory {
       override def newThread(r: Runnable): Thread = {
         val t = new Thread(r, "kafka-share-consumer-janitor")
         t.setDaemon(true)

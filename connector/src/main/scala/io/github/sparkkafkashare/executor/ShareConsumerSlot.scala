@@ -35,6 +35,14 @@ private[sparkkafkashare] final case class LockEvents(renewed: Long, expired: Lon
  * from its own thread, possibly while a task is still reading them: every use of the consumer
  * holds [[consumerLock]], since a share consumer must not be used by two threads at once.
  *
+ * A poll that returns nothing leaves the client fetching in the background until records arrive,
+ * and those records are acquired, their locks running, while they wait in the client for the next
+ * poll; a poll may also leave part of what it fetched in the client. So the slot never assumes that
+ * a poll's records were acquired when the poll returned: it dates them from the last poll that found
+ * the client's buffer empty, renews them before handing them out when half their lock has gone, and
+ * while its round is empty, takes what the background fetch brings in ([[acquiredAhead]]) to renew
+ * it until the next round hands it out.
+ *
  * @param configuredLockMs the lock duration the query asked for, until the broker tells the real one
  * @param renewLocks       false when the group refuses RENEW: a refused renewal leaves the client
  *                         returning the records again from later polls, so it is never tried then
@@ -55,6 +63,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   private var subscribed: Set[String] = Set.empty
   @volatile private var held: Option[HeldRecords] = None
+  /** Records the background fetch brought in after an empty round: the next round hands them out. */
+  private var acquiredAhead: Option[HeldRecords] = None
+  /** Start of the last poll that returned nothing: whatever the client returns later was acquired after it. */
+  private var bufferEmptySinceNanos: Long = System.nanoTime()
+  /** The last poll returned nothing, so the client fetches in the background until records arrive. */
+  private var fetchingInBackground = false
   /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
   private var marks: AcknowledgementMarks = AcknowledgementMarks.None
@@ -138,42 +152,81 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Polls until records arrive or the timeout passes, and holds what arrived for `round` (an empty
    * holding too: an evaluation of the same batch again must find nothing again, not poll anew).
    * Empty polls acquire nothing, so they may repeat; a non-empty one ends the round's polling.
+   * Records the slot took in ahead of the round are the round's records, without a poll. Records
+   * that may have waited in the client for half their lock are renewed before they are returned;
+   * those whose lock the broker no longer holds are not returned (the group delivers them again).
    */
   def pollRound(round: Long, topics: Set[String], timeout: Duration)
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
     require(held.isEmpty, s"slot ${key.slot} polled while records of round ${held.get.round} are unsettled")
     if (topics != subscribed) {
+      releaseAcquiredAhead()
       if (topics.isEmpty) consumer.unsubscribe() else consumer.subscribe(topics.asJava)
       subscribed = topics
     }
-    val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]]()
-    if (subscribed.nonEmpty) {
-      val deadline = System.nanoTime() + timeout.toNanos
-      var records = consumer.poll(timeout)
-      while (records.isEmpty && System.nanoTime() < deadline) {
-        records = consumer.poll(Duration.ofNanos(deadline - System.nanoTime()))
-      }
-      records.forEach(r => list.add(r))
+    val polled =
+      if (subscribed.isEmpty) new HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
+      else acquiredAhead.getOrElse(pollUntilRecords(timeout))
+    acquiredAhead = None
+    val locked = if (renewDue(polled)) renew(polled) else polled
+    held = Some(locked.forRound(round))
+    locked.records
+  }
+
+  private def pollUntilRecords(timeout: Duration): HeldRecords = {
+    val deadline = System.nanoTime() + timeout.toNanos
+    // A zero-timeout poll first: records already in the client come back from it, and if none are,
+    // what the longer polls bring was fetched after it started.
+    var polled = pollDated(Duration.ZERO)
+    while (polled.size == 0 && System.nanoTime() < deadline) {
+      polled = pollDated(Duration.ofNanos(deadline - System.nanoTime()))
     }
-    held = Some(new HeldRecords(round, list, System.nanoTime()))
-    list
+    polled
+  }
+
+  /** One poll; its records are dated from the last poll that returned nothing, and belong to no round yet. */
+  private def pollDated(timeout: Duration): HeldRecords = {
+    val startedAt = System.nanoTime()
+    val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]]()
+    consumer.poll(timeout).forEach(r => list.add(r))
+    val dated = new HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos)
+    fetchingInBackground = list.isEmpty
+    if (list.isEmpty) bufferEmptySinceNanos = startedAt
+    dated
+  }
+
+  private def releaseAcquiredAhead(): Unit = {
+    acquiredAhead.foreach(_.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE)))
+    acquiredAhead = None
+  }
+
+  private def renewDue(records: HeldRecords): Boolean = renewLocks && records.size > 0 && {
+    val lockMs = consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs)
+    System.nanoTime() - records.lockedSinceNanos > TimeUnit.MILLISECONDS.toNanos(lockMs) / 2
   }
 
   /**
    * Renews the locks of held records once half their duration has passed, so a batch may take
-   * longer than the lock. Kafka returns renewed records from the next poll and accepts
-   * acknowledgements only for records of the latest poll, so a renewal is RENEW, send, poll; the
-   * records that come back replace the held ones (the running batch already has their rows).
+   * longer than the lock. While the slot's round is empty, first takes in what the client fetched in
+   * the background since, so that those records keep their locks too until the next round.
    * Skipped while a task uses the consumer; the renewer comes back shortly.
    */
-  def renewLocksIfDue(): Unit = if (renewLocks && held.exists(_.size > 0) && consumerLock.tryLock()) {
-    try held.filter(_.size > 0).foreach { records =>
-      val lockMs = consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs)
-      if (System.nanoTime() - records.lockedSinceNanos > TimeUnit.MILLISECONDS.toNanos(lockMs) / 2) renew(records)
+  def renewLocksIfDue(): Unit = if (renewLocks && consumerLock.tryLock()) {
+    try {
+      if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty) {
+        acquiredAhead = Some(pollDated(Duration.ZERO)).filter(_.size > 0)
+      }
+      held.filter(renewDue).foreach(records => held = Some(renew(records)))
+      acquiredAhead.filter(renewDue).foreach(records => acquiredAhead = Some(renew(records)))
     } finally consumerLock.unlock()
   }
 
-  private def renew(records: HeldRecords): Unit = {
+  /**
+   * Kafka returns renewed records from the next poll and accepts acknowledgements only for records
+   * of the latest poll, so a renewal is RENEW, send, poll; the records that come back replace the
+   * held ones (a running batch already has their rows).
+   */
+  private def renew(records: HeldRecords): HeldRecords = {
     val renewedAt = System.nanoTime()
     records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RENEW))
     val refused = flush(RenewTimeout) // counted as expired by the acknowledgement callback
@@ -186,17 +239,17 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     while (back.size < expected.size && System.nanoTime() < deadline) {
       consumer.poll(wait).forEach { r =>
         if (expected.contains(RecordCoordinates.of(r))) back.add(r)
-        // Prefetched, not renewed: the running batch cannot take it, and the next poll needs it acknowledged.
+        // Fetched, not renewed: nothing can take it now, and the next poll needs it acknowledged.
         else consumer.acknowledge(r, AcknowledgeType.RELEASE)
       }
       wait = RenewPollInterval
     }
     renewed.addAndGet(back.size)
     if (back.size < records.size) {
-      logWarning(s"Slot ${key.slot}: the locks of ${records.size - back.size} of ${records.size} records of " +
-        s"round ${records.round} could not be renewed; the group will deliver those records again.")
+      logWarning(s"Slot ${key.slot}: the locks of ${records.size - back.size} of ${records.size} records " +
+        s"could not be renewed; the group will deliver those records again.")
     }
-    held = Some(new HeldRecords(records.round, back, renewedAt))
+    new HeldRecords(records.round, back, renewedAt)
   }
 
   /**
@@ -211,10 +264,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     failures.keySet.map(tp => tp.topic() -> tp.partition()).toSet
   }
 
-  /** Settles what is held by what the slot knows is committed, then leaves the group. */
+  /** Settles what is held by what the slot knows is committed, releases what it took in ahead, and leaves the group. */
   def close(committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration): Unit = withConsumer {
-    try settle(committedThrough, marks)
-    finally consumer.close(timeout)
+    try {
+      settle(committedThrough, marks)
+      releaseAcquiredAhead()
+    } finally consumer.close(timeout)
   }
 
   private val RenewTimeout = Duration.ofSeconds(10)
