@@ -38,6 +38,9 @@ JAR = os.environ.get(
     "SPARK_KAFKA_SHARE_JAR",
     str(REPO / "connector/target/scala-2.13/spark-kafka-share-assembly-0.1.0-SNAPSHOT.jar"),
 )
+# Python workers on this interpreter too, in this process and in the jobs it starts: PySpark picks
+# Arrow-optimized UDFs when the driver has pyarrow, and the workers must have it as well.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def _broker_answers() -> bool:

@@ -142,13 +142,6 @@ def test_a_task_or_an_executor_fails_mid_batch(
     assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
     got = [value for value, _ in drained_rows(tmp_path)]
     # `none` promises at-least-once only: the records a dead executor's consumers held come back.
-    lost, duplicated = lost_and_duplicated(expected, got)
-    if fault == "executor-kill" and strategy != "none" and not lost and duplicated:
-        record_fault_result(strategy, name, 0, len(duplicated))
-        pytest.xfail(
-            f"known open issue: {len(duplicated)} duplicates after an executor kill (seen in 1 of 3 runs); "
-            "suspected cause: a slot's task scheduled away from the executor that holds its consumer"
-        )
     assert_and_record(kafka, group, strategy, name, expected, got, dup_ok=strategy == "none")
 
 

@@ -46,7 +46,11 @@ def test_wheel_runs_a_query_in_a_fresh_virtualenv_without_downloading(
     install = [str(venv / "bin/pip"), "install", "--quiet", "--no-index", "--find-links", wheelhouse, wheel]
     subprocess.run(install, check=True, timeout=600)
     (tmp_path / "app.py").write_text(APP)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "SPARK_HOME", "VIRTUAL_ENV")
+    }
     run = subprocess.run(
         [str(venv / "bin/python"), "app.py", BOOTSTRAP, group, topic],
         cwd=tmp_path,

@@ -56,4 +56,16 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.delete(1)
     assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 2)))
   }
+
+  test("the index finds what other slots logged for the same round, not what this slot logged") {
+    val log = newLog()
+    val index = new DeliveredRecordsIndex(log)
+    log.write(4, 0, Seq(record(0, 1)))
+    log.write(4, 1, Seq(record(0, 2)))
+    log.write(3, 2, Seq(record(0, 3)))
+    val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
+    assert(index.loggedByOtherSlots(4, slot = 1, candidates) == Set(RecordCoordinates("t", 0, 1)))
+    log.write(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once
+    assert(index.loggedByOtherSlots(4, slot = 1, candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 3)))
+  }
 }

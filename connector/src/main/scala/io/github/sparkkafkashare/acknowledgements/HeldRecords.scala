@@ -1,5 +1,7 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 
 /** What identifies a record across redeliveries: the sink-side key of the `idempotent` strategy. */
@@ -32,11 +34,18 @@ private[sparkkafkashare] object AcknowledgementMarks {
  *                         in between rounds
  * @param lockedSinceNanos no later than when the broker last (re)started these records' acquisition
  *                         locks: renewals are timed from it
+ * @param hidden           records held and settled with the round but not handed to Spark, because
+ *                         another slot's log already holds them for the same round
  */
 private[sparkkafkashare] final class HeldRecords(
     val round: Long,
     val records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
-    val lockedSinceNanos: Long) {
+    val lockedSinceNanos: Long,
+    val hidden: Set[RecordCoordinates] = Set.empty) {
+
+  /** What the round hands to Spark. */
+  def visible: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
+    if (hidden.isEmpty) records else records.asScala.filterNot(r => hidden.contains(RecordCoordinates.of(r))).asJava
 
   /**
    * Once the batch that read them is committed: ACCEPT, or what user code marked. Otherwise
@@ -47,7 +56,7 @@ private[sparkkafkashare] final class HeldRecords(
 
   def size: Int = records.size()
 
-  def forRound(round: Long): HeldRecords = new HeldRecords(round, records, lockedSinceNanos)
+  def forRound(round: Long): HeldRecords = new HeldRecords(round, records, lockedSinceNanos, hidden)
 }
 
 private[sparkkafkashare] object HeldRecords {

@@ -107,8 +107,8 @@ private[sparkkafkashare] object RoundRecordsLog {
 }
 
 /**
- * An executor's view of the log, to drop redeliveries of records that an earlier round already
- * handed to Spark. Each check lists the log and reads only the rounds it has not read yet; rounds
+ * An executor's view of the log, to drop redeliveries of records that an earlier round (or another
+ * slot in the same round) already handed to Spark. Each check lists the log and reads only the rounds it has not read yet; rounds
  * already read are kept, and forgotten once pruned from the log.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
@@ -124,6 +124,18 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
       candidates.filter(c => byRound.valuesIterator.exists(_.contains(c))).toSet
     }
   }
+
+  /**
+   * Those of `candidates` that another slot logged for `round` itself: an executor died with them,
+   * the broker gave them to this slot, and the other slot's retry reads them back from its log.
+   * Read afresh, since the round's files are still being written.
+   */
+  def loggedByOtherSlots(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] =
+    if (candidates.isEmpty) Set.empty
+    else {
+      val others = log.read(round).iterator.collect { case (s, records) if s != slot => records.map(_.coordinates) }.flatten.toSet
+      candidates.filter(others.contains).toSet
+    }
 }
 
 private[sparkkafkashare] object DeliveredRecordsIndex {

@@ -59,7 +59,8 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
  * what it acquired.
  *
  * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
- * dropped, and the coordinates of the rest are logged before the first row leaves; a failed attempt
+ * dropped, those another slot logged for this round are held but not returned, and the
+ * coordinates of the rest are logged before the first row leaves; a failed attempt
  * keeps what it acquired, for the retry to return the same records.
  */
 private[sparkkafkashare] final class KafkaSharePartitionReader(
@@ -121,9 +122,11 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
     val coordinates = polled.asScala.map(RecordCoordinates.of).toSeq
-    val duplicates = DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, coordinates)
-    val kept = if (duplicates.isEmpty) polled else slot.acceptDuplicates(partition.round, duplicates)
-    metrics.deduplicated.add(duplicates.size)
+    val index = DeliveredRecordsIndex.forRun(partition.runId, log)
+    val earlier = index.deliveredBefore(partition.round, coordinates)
+    val thisRound = index.loggedByOtherSlots(partition.round, partition.slot, coordinates) -- earlier
+    val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
+    metrics.deduplicated.add(earlier.size + thisRound.size)
     logRecords(log, kept) // even none: an evaluation of this round elsewhere must find none too
     kept
   }

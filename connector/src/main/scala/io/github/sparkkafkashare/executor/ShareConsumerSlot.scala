@@ -92,7 +92,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   /** The records this slot acquired for `round`, if it still holds them (the batch is being evaluated again). */
   def heldFor(round: Long): Option[java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]] =
-    held.filter(_.round == round).map(_.records)
+    held.filter(_.round == round).map(_.visible)
 
   /**
    * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed
@@ -125,17 +125,21 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   }
 
   /**
-   * ACCEPTs at once those of the round's records that an earlier round already handed to Spark
-   * (redeliveries the `checkpoint-dedup` and `two-phase-commit` strategies drop); returns the rest.
+   * Takes out of what the round hands to Spark the records Spark already has: redeliveries of
+   * records an earlier round handed to Spark are ACCEPTed at once (the `checkpoint-dedup` and
+   * `two-phase-commit` strategies drop them); records another slot logged for this same round (its
+   * consumer lost them with its executor, and its retry reads them back from the log) stay held,
+   * hidden, and are settled with the round. Returns the rest.
    */
-  def acceptDuplicates(round: Long, duplicates: Set[RecordCoordinates])
+  def dropDuplicates(round: Long, deliveredEarlier: Set[RecordCoordinates], loggedThisRound: Set[RecordCoordinates])
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
     val records = held.filter(_.round == round).getOrElse(throw new IllegalStateException(s"round $round is not held"))
-    val (dropped, kept) = records.records.asScala.partition(r => duplicates.contains(RecordCoordinates.of(r)))
-    dropped.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
-    val keptList = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](kept.asJava)
-    held = Some(new HeldRecords(round, keptList, records.lockedSinceNanos))
-    keptList
+    val (accepted, kept) = records.records.asScala.partition(r => deliveredEarlier.contains(RecordCoordinates.of(r)))
+    accepted.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
+    val remaining = new HeldRecords(round, new java.util.ArrayList(kept.asJava), records.lockedSinceNanos,
+      records.hidden ++ loggedThisRound)
+    held = Some(remaining)
+    remaining.visible
   }
 
   /** Releases what the given round acquired: its task failed, so no batch will ever commit it. */
@@ -170,7 +174,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     acquiredAhead = None
     val locked = if (renewDue(polled)) renew(polled) else polled
     held = Some(locked.forRound(round))
-    locked.records
+    locked.visible
   }
 
   private def pollUntilRecords(timeout: Duration): HeldRecords = {
@@ -249,7 +253,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       logWarning(s"Slot ${key.slot}: the locks of ${records.size - back.size} of ${records.size} records " +
         s"could not be renewed; the group will deliver those records again.")
     }
-    new HeldRecords(records.round, back, renewedAt)
+    new HeldRecords(records.round, back, renewedAt, records.hidden)
   }
 
   /**
