@@ -108,8 +108,9 @@ private[sparkkafkashare] object RoundRecordsLog {
 
 /**
  * An executor's view of the log, to drop redeliveries of records that an earlier round (or another
- * slot in the same round) already handed to Spark. Each check lists the log and reads only the rounds it has not read yet; rounds
- * already read are kept, and forgotten once pruned from the log.
+ * slot in the same round) already handed to Spark. Each check of earlier rounds lists the log and
+ * reads only the rounds it has not read yet; rounds already read are kept, and forgotten once
+ * pruned from the log.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
   private var byRound = Map.empty[Long, Set[RecordCoordinates]]
@@ -133,7 +134,7 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   def loggedByOtherSlots(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] =
     if (candidates.isEmpty) Set.empty
     else {
-      val others = log.read(round).iterator.collect { case (s, records) if s != slot => records.map(_.coordinates) }.flatten.toSet
+      val others = log.read(round).collect { case (s, records) if s != slot => records.map(_.coordinates) }.flatten.toSet
       candidates.filter(others.contains).toSet
     }
 }

@@ -69,6 +69,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private var bufferEmptySinceNanos: Long = System.nanoTime()
   /** The last poll returned nothing, so the client fetches in the background until records arrive. */
   private var fetchingInBackground = false
+  /** Set by [[close]]: the renewer may still hold this slot from before the pool dropped it. */
+  private var closed = false
   /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
   private var marks: AcknowledgementMarks = AcknowledgementMarks.None
@@ -216,7 +218,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Skipped while a task uses the consumer; the renewer comes back shortly.
    */
   def renewLocksIfDue(): Unit = if (renewLocks && consumerLock.tryLock()) {
-    try {
+    try if (!closed) {
       if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty) {
         acquiredAhead = Some(pollDated(Duration.ZERO)).filter(_.size > 0)
       }
@@ -273,7 +275,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     try {
       settle(committedThrough, marks)
       releaseAcquiredAhead()
-    } finally consumer.close(timeout)
+    } finally {
+      closed = true
+      consumer.close(timeout)
+    }
   }
 
   private val RenewTimeout = Duration.ofSeconds(10)
