@@ -184,8 +184,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     // A zero-timeout poll first: records already in the client come back from it, and if none are,
     // what the longer polls bring was fetched after it started.
     var polled = pollDated(Duration.ZERO)
-    while (polled.size == 0 && System.nanoTime() < deadline) {
-      polled = pollDated(Duration.ofNanos(deadline - System.nanoTime()))
+    var remaining = deadline - System.nanoTime() // read once per turn: a later read could be negative
+    while (polled.size == 0 && remaining > 0) {
+      polled = pollDated(Duration.ofNanos(remaining))
+      remaining = deadline - System.nanoTime()
     }
     polled
   }
