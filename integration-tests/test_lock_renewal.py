@@ -3,13 +3,12 @@ holds (RENEW) until their batch commits, and shows in its metrics when the broke
 
 from __future__ import annotations
 
-import collections
 import time
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import KafkaCluster, share_stream, values, wait_until
+from conftest import KafkaCluster, lost_and_duplicated, share_stream, values, wait_until
 
 LOCK_MS = 3000
 SLOW_BATCH_S = 3 * LOCK_MS / 1000
@@ -66,7 +65,7 @@ def test_records_of_a_batch_longer_than_the_lock_are_renewed_not_redelivered(
 
     seen, metrics = run_with_one_slow_batch(spark, kafka, topic, group, expected)
 
-    duplicated = {v: n for v, n in collections.Counter(v for v, _ in seen).items() if n > 1}
+    _, duplicated = lost_and_duplicated(expected, [v for v, _ in seen])
     assert sorted({v for v, _ in seen}) == expected
     assert not duplicated, f"{len(duplicated)} records delivered twice although their batch was running"
     assert {count for _, count in seen} == {1}
@@ -88,7 +87,7 @@ def test_records_acquired_while_a_long_batch_runs_keep_their_locks_until_the_nex
         spark, kafka, topic, group, first + later, while_slow=lambda: kafka.produce(topic, later)
     )
 
-    duplicated = {v: n for v, n in collections.Counter(v for v, _ in seen).items() if n > 1}
+    _, duplicated = lost_and_duplicated(first + later, [v for v, _ in seen])
     assert sorted({v for v, _ in seen}) == first + later
     assert not duplicated, f"{len(duplicated)} records delivered twice"
     assert {count for _, count in seen} == {1}, "records lost their locks while they waited in a consumer"
