@@ -12,7 +12,8 @@ retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executo
 of its tasks (run with local-cluster[...]).
 
 `--slow-batch-s` makes the first batch with records outlive the acquisition lock (given with
-`--lock-timeout-ms`).
+`--lock-timeout-ms`); `--pause-jvm-s` stops the JVM between two reads of that batch, so that the
+locks expire unrenewed.
 
 `--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
 are kept in `<out>/killed.json` when the sink got to see them):
@@ -32,6 +33,7 @@ import json
 import os
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -57,6 +59,12 @@ parser.add_argument(
     help="the first batch with records holds them this long in the sink before writing them",
 )
 parser.add_argument(
+    "--pause-jvm-s",
+    type=float,
+    help="the first batch with records is read once, then the JVM is stopped (SIGSTOP) this long, then the "
+    "batch is read again for the sink: its records' locks expire meanwhile, so their renewal is refused",
+)
+parser.add_argument(
     "--release-every",
     type=int,
     help="explicit mode: RELEASE the first delivery of every record whose value ends in a multiple of N",
@@ -74,11 +82,24 @@ spark = (
 spark.sparkContext.setLogLevel("ERROR")
 
 
-def kill_driver() -> None:
+def driver_jvm_pid() -> int:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    os.kill(jvm.java.lang.ProcessHandle.current().pid(), signal.SIGKILL)
+    return int(jvm.java.lang.ProcessHandle.current().pid())
+
+
+def kill_driver() -> None:
+    os.kill(driver_jvm_pid(), signal.SIGKILL)
     os._exit(137)
+
+
+def pause_jvm(seconds: float) -> None:
+    pid = driver_jvm_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 @F.udf("string")
@@ -149,6 +170,8 @@ def sink(batch: DataFrame, batch_id: int) -> None:
         timer.cancel()
     if args.fault:
         batch.select(with_fault(F.col("value").cast("string"))).collect()
+    if args.pause_jvm_s and batch.count() > 0 and first_time("jvm-paused"):
+        pause_jvm(args.pause_jvm_s)
     if args.sink == "upsert":
         upsert(batch)
         return
@@ -192,6 +215,10 @@ query = (
     .start()
 )
 query.awaitTermination()
+# On stderr, which a failing test shows: what each batch read and how the source settled records.
+for progress in query.recentProgress:
+    source = progress["sources"][0]
+    print(f"batch {progress['batchId']}: {source['numInputRows']} rows, {source['metrics']}", file=sys.stderr)
 jsc = spark.sparkContext._jsc
 assert jsc is not None
 (out / "executors.txt").write_text(str(jsc.sc().getExecutorMemoryStatus().size() - 1))

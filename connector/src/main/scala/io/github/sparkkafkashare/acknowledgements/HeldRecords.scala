@@ -34,18 +34,25 @@ private[sparkkafkashare] object AcknowledgementMarks {
  *                         in between rounds
  * @param lockedSinceNanos no later than when the broker last (re)started these records' acquisition
  *                         locks: renewals are timed from it
+ * @param records          the records whose locks this consumer holds: what settling acknowledges
  * @param hidden           records held and settled with the round but not handed to Spark, because
  *                         another slot's log already holds them for the same round
+ * @param unlocked         records the round handed to Spark whose locks this consumer has since lost (a
+ *                         renewal was refused): every evaluation of the round still returns them, since
+ *                         the batch must read the same records each time, but nothing acknowledges them
+ *                         here; the group delivers them again and the strategies that log rounds drop them
  */
 private[sparkkafkashare] final class HeldRecords(
     val round: Long,
     val records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
     val lockedSinceNanos: Long,
-    val hidden: Set[RecordCoordinates] = Set.empty) {
+    val hidden: Set[RecordCoordinates] = Set.empty,
+    val unlocked: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil) {
 
   /** What the round hands to Spark. */
   def visible: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    if (hidden.isEmpty) records else records.asScala.filterNot(r => hidden.contains(RecordCoordinates.of(r))).asJava
+    if (hidden.isEmpty && unlocked.isEmpty) records
+    else (records.asScala ++ unlocked).filterNot(r => hidden.contains(RecordCoordinates.of(r))).asJava
 
   /**
    * Once the batch that read them is committed: ACCEPT, or what user code marked. Otherwise
@@ -55,8 +62,6 @@ private[sparkkafkashare] final class HeldRecords(
     if (round <= committedThrough) marks.forRecord(round, r) else AcknowledgeType.RELEASE
 
   def size: Int = records.size()
-
-  def forRound(round: Long): HeldRecords = new HeldRecords(round, records, lockedSinceNanos, hidden)
 }
 
 private[sparkkafkashare] object HeldRecords {

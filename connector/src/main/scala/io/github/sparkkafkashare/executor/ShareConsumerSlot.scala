@@ -139,7 +139,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     val (accepted, kept) = records.records.asScala.partition(r => deliveredEarlier.contains(RecordCoordinates.of(r)))
     accepted.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
     val remaining = new HeldRecords(round, new java.util.ArrayList(kept.asJava), records.lockedSinceNanos,
-      records.hidden ++ loggedThisRound)
+      records.hidden ++ loggedThisRound, records.unlocked)
     held = Some(remaining)
     remaining.visible
   }
@@ -175,8 +175,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       else acquiredAhead.getOrElse(pollUntilRecords(timeout))
     acquiredAhead = None
     val locked = if (renewDue(polled)) renew(polled) else polled
-    held = Some(locked.forRound(round))
-    locked.visible
+    // Not handed to Spark yet, so records whose renewal was refused are simply left out.
+    held = Some(new HeldRecords(round, locked.records, locked.lockedSinceNanos))
+    locked.records
   }
 
   private def pollUntilRecords(timeout: Duration): HeldRecords = {
@@ -232,7 +233,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   /**
    * Kafka returns renewed records from the next poll and accepts acknowledgements only for records
    * of the latest poll, so a renewal is RENEW, send, poll; the records that come back replace the
-   * held ones (a running batch already has their rows).
+   * held ones (a running batch already has their rows). Those that do not come back are kept as
+   * [[HeldRecords.unlocked]]: a batch evaluated again must still read them.
    */
   private def renew(records: HeldRecords): HeldRecords = {
     val renewedAt = System.nanoTime()
@@ -257,7 +259,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       logWarning(s"Slot ${key.slot}: the locks of ${records.size - back.size} of ${records.size} records " +
         s"could not be renewed; the group will deliver those records again.")
     }
-    new HeldRecords(records.round, back, renewedAt, records.hidden)
+    val stillLocked = back.asScala.map(RecordCoordinates.of).toSet
+    val notRenewed = records.records.asScala.filterNot(r => stillLocked.contains(RecordCoordinates.of(r)))
+    new HeldRecords(records.round, back, renewedAt, records.hidden, records.unlocked ++ notRenewed)
   }
 
   /**
