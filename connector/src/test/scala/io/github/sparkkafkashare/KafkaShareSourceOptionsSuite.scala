@@ -118,4 +118,12 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     val marksOfAnotherRound = AcknowledgementMarks(8, marks.marks)
     assert(held.settlement(committedThrough = 8, marksOfAnotherRound, record) == AcknowledgeType.ACCEPT)
   }
+
+  test("a round hands out what it holds and what lost its lock, never what another slot logged") {
+    def at(offset: Long) = new ConsumerRecord("t", 0, offset, Array[Byte](), Array[Byte]())
+    val held = new HeldRecords(7, java.util.List.of(at(1)), System.nanoTime(),
+      hidden = Set(RecordCoordinates("t", 0, 3L)), unlocked = Seq(at(2), at(3)))
+    assert(held.visible.asScala.map(_.offset()) == Seq(1L, 2L)) // every read of the round returns these
+    assert(held.records.asScala.map(_.offset()) == Seq(1L)) // and only this one is acknowledged here
+  }
 }
