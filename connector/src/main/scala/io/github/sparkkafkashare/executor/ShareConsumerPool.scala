@@ -61,7 +61,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   /** Whether this JVM's consumer of the slot holds what it acquired for `round`. */
-  def holdsRound(key: SlotKey, round: Long): Boolean = Option(slots.get(key)).exists(_.heldFor(round).isDefined)
+  def holdsRound(key: SlotKey, round: Long): Boolean = Option(slots.get(key)).exists(_.holds(round))
 
   /**
    * Closes this JVM's consumers of a query run; returns how many it closed. A consumer whose slot

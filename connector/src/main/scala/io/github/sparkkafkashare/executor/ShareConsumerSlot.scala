@@ -96,6 +96,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   def heldFor(round: Long): Option[java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]] =
     held.filter(_.round == round).map(_.visible)
 
+  /** Whether this slot still holds what it acquired for `round`, without building the round's rows. */
+  def holds(round: Long): Boolean = held.exists(_.round == round)
+
   /**
    * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed
    * round, and RELEASEs what it holds from any other. Acknowledgements ride on the next poll;
