@@ -225,10 +225,10 @@ def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     return [(value, count) for f in files for value, count in json.loads(f.read_text())]
 
 
-def restart_broker() -> None:
-    """Stops and starts the local broker (dev/kafka-local), keeping its data."""
+def local_broker(action: str) -> None:
+    """`stop`, `start` or `restart` the local broker (dev/kafka-local), keeping its data."""
     script = str(Path(__file__).resolve().parents[1] / "dev" / "kafka-local" / "kafka-local")
-    subprocess.run([script, "restart"], check=True, timeout=300)
+    subprocess.run([script, action], check=True, timeout=300)
 
 
 FAULT_MATRIX: list[tuple[str, str, int, int]] = []

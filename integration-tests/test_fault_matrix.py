@@ -18,9 +18,9 @@ import pytest
 from conftest import (
     KafkaCluster,
     drained_rows,
+    local_broker,
     lost_and_duplicated,
     record_fault_result,
-    restart_broker,
     run_drain_job,
     start_drain_job,
     values,
@@ -197,16 +197,19 @@ def test_a_batch_is_read_again_after_its_locks_expired_unrenewed(
 def test_the_broker_restarts_mid_stream(
     kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
 ) -> None:
+    """The restart outlasts the driver's Admin timeout, made short here: the query waits it out
+    (option fetchOffset.numRetries) while its consumers reconnect."""
     topic = kafka.new_topic(partitions=2)
     expected = values(20_000)
     kafka.produce(topic, expected, key=str)
     job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
+    job += ("--option", "kafka.default.api.timeout.ms=3000", "--option", "fetchOffset.numRetries=100")
     running = start_drain_job(topic, group, tmp_path, *job)
     try:
         wait_until(
             lambda: any(f.stat().st_size > 2 for f in (tmp_path / "out").glob("batch-*.json")), 120, "a batch"
         )
-        restart_broker()
+        local_broker("restart")
         assert running.wait(timeout=300) == 0
     finally:
         running.kill()

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col
 from pyspark.sql.streaming import StreamingQuery
 
-from conftest import KafkaCluster, share_stream, values, wait_until
+from conftest import BOOTSTRAP, KafkaCluster, local_broker, share_stream, values, wait_until
 
 
 def consumer_threads(spark: SparkSession) -> int:
@@ -148,3 +148,28 @@ def test_records_of_a_batch_that_never_committed_are_delivered_again(
     redelivered = {v for v, count in rows if count >= 2}
     assert first_attempt <= redelivered, "records the failed batch held were acknowledged before its commit"
     assert kafka.total_lag(group) == 0
+
+
+def test_a_running_query_fails_with_a_clear_error_once_the_cluster_stays_unreachable(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """The broker goes away under an idle query that may not wait for it (fetchOffset.numRetries=0):
+    the driver's next backlog lookup fails the query, saying what it could not reach and what to
+    raise. (The broker-restart case of the fault matrix shows the query waiting an outage out.)"""
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(10))
+    got: list[str] = []
+    options = {"kafka.default.api.timeout.ms": "2000", "fetchOffset.numRetries": "0"}
+    query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest", **options), got)
+    try:
+        wait_until(lambda: len(got) == 10, 60, "the query read the records")
+        local_broker("stop")
+        with pytest.raises(StreamingQueryException) as failure:
+            query.awaitTermination(120)
+    finally:
+        local_broker("start")
+        query.stop()
+    message = str(failure.value)
+    assert "[KAFKA_SHARE_BROKER_UNREACHABLE]" in message
+    assert f"Could not reach the Kafka cluster at {BOOTSTRAP} within 2000 ms" in message
+    assert "'fetchOffset.numRetries'" in message

@@ -65,6 +65,9 @@ parser.add_argument(
     "batch is read again for the sink: its records' locks expire meanwhile, so their renewal is refused",
 )
 parser.add_argument(
+    "--option", action="append", default=[], metavar="NAME=VALUE", help="another kafka-share source option"
+)
+parser.add_argument(
     "--release-every",
     type=int,
     help="explicit mode: RELEASE the first delivery of every record whose value ends in a multiple of N",
@@ -208,6 +211,7 @@ query = (
     .options(
         **({"maxRecordsPerTrigger": args.max_records_per_trigger} if args.max_records_per_trigger else {})
     )
+    .options(**dict(option.split("=", 1) for option in args.option))
     .load()
     .writeStream.foreachBatch(sink)
     .option("checkpointLocation", args.checkpoint)

@@ -28,6 +28,7 @@ INCLUDE_HEADERS = "includeHeaders"
 MAX_RECORDS_PER_TRIGGER = "maxRecordsPerTrigger"
 POLL_TIMEOUT_MS = "pollTimeoutMs"
 STARTING_OFFSETS = "startingOffsets"
+FETCH_OFFSET_NUM_RETRIES = "fetchOffset.numRetries"
 
 
 class AcknowledgmentMode(str, Enum):
@@ -36,18 +37,21 @@ class AcknowledgmentMode(str, Enum):
     IMPLICIT = "implicit"
     """Every record of a micro-batch is accepted once Spark commits the batch."""
     EXPLICIT = "explicit"
-    """Records are accepted, released or rejected by user code. Not supported by this version."""
+    """``foreachBatch`` code marks records ACCEPT, RELEASE or REJECT with
+    :func:`~spark_kafka_share.acknowledge`; unmarked records are accepted."""
 
 
 class ExactlyOnceStrategy(str, Enum):
     """What the source does about records that reach the sink twice (after a failed batch)."""
 
     NONE = "none"
+    """At-least-once: a record may reach the sink again after a failure."""
     IDEMPOTENT = "idempotent"
+    """At-least-once, for sinks that upsert on the record's (topic, partition, offset)."""
     CHECKPOINT_DEDUP = "checkpoint-dedup"
-    """Not supported by this version."""
+    """The checkpoint remembers delivered records and drops their redelivery."""
     TWO_PHASE_COMMIT = "two-phase-commit"
-    """Not supported by this version."""
+    """Exactly once with a sink idempotent per batch id: a re-run batch reads the same records."""
 
 
 # Options of the source itself that start with "kafka."; as kafka_options keys they are mistakes.
@@ -113,22 +117,24 @@ class KafkaShareOptions:
         )
         df = read_share_stream(spark, options)
 
-    Explicit acknowledgment (accepting, releasing or rejecting single records from
-    ``foreachBatch``) is not available in this version; only ``AcknowledgmentMode.IMPLICIT`` is.
-
     Attributes:
         bootstrap_servers: the Kafka brokers, e.g. ``"host1:9092,host2:9092"``.
         group_id: the share group; queries with the same group split the records between them.
         subscribe: the topics, as a list or a comma-separated string. Give this or ``subscribe_pattern``.
         subscribe_pattern: a Java regex of topic names (its syntax is checked by the JVM at ``load()``).
         parallelism: the number of share consumers (default: Spark's default parallelism).
-        acknowledgment_mode: how records are acknowledged (only ``implicit`` for now).
-        exactly_once_strategy: ``none`` or ``idempotent`` for now.
+        acknowledgment_mode: how records are acknowledged: ``implicit`` (every record of a
+            committed batch is accepted) or ``explicit`` (see :func:`~spark_kafka_share.acknowledge`).
+        exactly_once_strategy: what the source does about records that reach the sink twice; see
+            :class:`ExactlyOnceStrategy`.
         lock_timeout_ms: how long a consumer may hold the records it fetched before Kafka hands them
             out again (the group config ``share.record.lock.duration.ms``).
         include_headers: add a ``headers`` column.
         max_records_per_trigger: an upper bound on the records of one micro-batch.
         poll_timeout_ms: how long a consumer waits for records in one poll (default 2000).
+        fetch_offset_num_retries: how many of the driver's lookups in a row may find the cluster
+            unreachable (each waits ``default.api.timeout.ms``) before a running query fails
+            (default 3); meanwhile batches keep polling, so a broker restart does not stop the query.
         starting_offsets: where a new share group starts: ``"earliest"``, ``"latest"``, an ISO-8601
             duration back from now (``"PT30M"``, also ``"by_duration:PT30M"``) or a ``timedelta``.
             Kafka applies it only when the group first reads a partition.
@@ -148,6 +154,7 @@ class KafkaShareOptions:
     max_records_per_trigger: int | None = None
     poll_timeout_ms: int | None = None
     starting_offsets: str | datetime.timedelta | None = None
+    fetch_offset_num_retries: int | None = None
     kafka_options: Mapping[str, str] = field(default_factory=dict)
 
     def to_options(self) -> dict[str, str]:
@@ -176,6 +183,7 @@ class KafkaShareOptions:
             MAX_RECORDS_PER_TRIGGER: self.max_records_per_trigger,
             POLL_TIMEOUT_MS: self.poll_timeout_ms,
             STARTING_OFFSETS: starting_offsets,
+            FETCH_OFFSET_NUM_RETRIES: self.fetch_offset_num_retries,
         }
         return {name: str(value) for name, value in options.items() if value is not None}
 
@@ -291,6 +299,7 @@ def _validate_source(options: Mapping[str, str]) -> None:
             "expected 'earliest', 'latest', or a non-negative ISO-8601 duration back from now "
             "such as 'PT30M' or 'P1D'",
         )
+    _non_negative_int(_get(options, FETCH_OFFSET_NUM_RETRIES), FETCH_OFFSET_NUM_RETRIES)
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -318,6 +327,15 @@ def _one_of(value: str | None, option: str, choices: type[Enum]) -> Enum | None:
             return choice
     allowed = ", ".join(f"'{choice.value}'" for choice in choices)
     raise _invalid_value(option, value, f"expected one of {allowed}")
+
+
+def _non_negative_int(value: str | None, option: str) -> int | None:
+    """``Integer.parseInt`` then ``>= 0``, as the connector parses retry counts."""
+    if value is None:
+        return None
+    if re.fullmatch(r"[+-]?\d+", value) is None or not 0 <= int(value) <= _INT_MAX:
+        raise _invalid_value(option, value, f"expected a whole number from 0 to {_INT_MAX}")
+    return int(value)
 
 
 def _positive_long(value: str | None, option: str) -> int | None:

@@ -127,6 +127,11 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
         "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '-PT5S' for option 'startingOffsets': "
         f"{STARTING_OFFSETS_ALLOWED}.",
     ),
+    (
+        {"fetch_offset_num_retries": -1},
+        "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '-1' for option 'fetchOffset.numRetries': "
+        "expected a whole number from 0 to 2147483647.",
+    ),
 ]
 
 # Checks only Python makes: mistakes in kafka_options that the flat option map would hide.

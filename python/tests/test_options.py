@@ -55,6 +55,7 @@ def test_validate_accepts_every_supported_setting() -> None:
         max_records_per_trigger=2**63 - 1,
         poll_timeout_ms=500,
         starting_offsets=datetime.timedelta(minutes=30),
+        fetch_offset_num_retries=0,
         kafka_options={"security.protocol": "SSL", "default.api.timeout.ms": "+5000"},
     ).validate()
 
@@ -72,6 +73,7 @@ def test_to_options_maps_every_field_to_the_source_option() -> None:
         max_records_per_trigger=1000,
         poll_timeout_ms=250,
         starting_offsets="by_duration:PT1H",
+        fetch_offset_num_retries=10,
         kafka_options={"security.protocol": "SSL", "fetch.max.bytes": "1048576"},
     )
     assert options.to_options() == {
@@ -88,6 +90,7 @@ def test_to_options_maps_every_field_to_the_source_option() -> None:
         "maxRecordsPerTrigger": "1000",
         "pollTimeoutMs": "250",
         "startingOffsets": "by_duration:PT1H",
+        "fetchOffset.numRetries": "10",
     }
 
 

@@ -32,6 +32,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(!o.includeHeaders && o.maxRecordsPerTrigger.isEmpty && o.lockTimeoutMs.isEmpty && o.startingOffsets.isEmpty)
     assert(o.pollTimeoutMs == KafkaShareSourceOptions.DefaultPollTimeoutMs)
     assert(o.connection.apiTimeoutMs == KafkaShareSourceOptions.DefaultApiTimeoutMs)
+    assert(o.fetchOffsetNumRetries == KafkaShareSourceOptions.DefaultFetchOffsetNumRetries)
   }
 
   test("typed values, case-insensitive names, and pass-through Kafka settings without our own") {
@@ -44,6 +45,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       "maxRecordsPerTrigger" -> "1000",
       "pollTimeoutMs" -> "500",
       "startingOffsets" -> "pt30m",
+      "FETCHOFFSET.NUMRETRIES" -> "0",
       "kafka.security.protocol" -> "SASL_SSL",
       "kafka.default.api.timeout.ms" -> "5000"))
     assert(o.subscription == Subscription.TopicPattern("orders-.*"))
@@ -51,7 +53,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.Idempotent && o.includeHeaders && o.pollTimeoutMs == 500)
     assert(o.startingOffsets.contains(StartingOffsets("by_duration:PT30M")))
     assert(o.connection.kafkaParams == Map("security.protocol" -> "SASL_SSL", "default.api.timeout.ms" -> "5000"))
-    assert(o.connection.apiTimeoutMs == 5000)
+    assert(o.connection.apiTimeoutMs == 5000 && o.fetchOffsetNumRetries == 0)
   }
 
   test("startingOffsets accepts earliest, latest and Kafka's by_duration form") {
@@ -75,7 +77,8 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
       (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),
       (required + ("kafka.GROUP.ID" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.GROUP.ID"),
-      (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"))
+      (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"),
+      (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"))
     cases.foreach { case (options, condition, named) =>
       val e = failure(options)
       assert(e.getCondition == condition, s"$options")

@@ -77,7 +77,8 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     includeHeaders: Boolean,
     maxRecordsPerTrigger: Option[Long],
     pollTimeoutMs: Long,
-    startingOffsets: Option[StartingOffsets]) {
+    startingOffsets: Option[StartingOffsets],
+    fetchOffsetNumRetries: Int) {
   def groupId: String = connection.groupId
 }
 
@@ -95,9 +96,12 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val MaxRecordsPerTrigger = "maxRecordsPerTrigger"
   val PollTimeoutMs = "pollTimeoutMs"
   val StartingOffsetsOption = "startingOffsets"
+  /** Spark's kafka source name for how many failed driver lookups in a row a running query survives. */
+  val FetchOffsetNumRetries = "fetchOffset.numRetries"
 
   val DefaultPollTimeoutMs = 2000L
   val DefaultApiTimeoutMs = 30000L
+  val DefaultFetchOffsetNumRetries = 3
 
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
   private val sourceOwnedKafkaOptions =
@@ -187,7 +191,9 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       includeHeaders = boolean(get(IncludeHeaders), IncludeHeaders).getOrElse(false),
       maxRecordsPerTrigger = positiveLong(get(MaxRecordsPerTrigger), MaxRecordsPerTrigger),
       pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),
-      startingOffsets = get(StartingOffsetsOption).map(startingOffsets))
+      startingOffsets = get(StartingOffsetsOption).map(startingOffsets),
+      fetchOffsetNumRetries = nonNegativeInt(get(FetchOffsetNumRetries), FetchOffsetNumRetries)
+        .getOrElse(DefaultFetchOffsetNumRetries))
   }
 
   private def oneOf[T](value: Option[String], option: String, choices: Seq[T])(name: T => String): Option[T] =
@@ -198,6 +204,11 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
 
   private def positiveLong(value: Option[String], option: String): Option[Long] = value.map { v =>
     v.toLongOption.filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected a positive whole number"))
+  }
+
+  private def nonNegativeInt(value: Option[String], option: String): Option[Int] = value.map { v =>
+    v.toIntOption.filter(_ >= 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v,
+      "expected a whole number from 0 to 2147483647"))
   }
 
   private def boolean(value: Option[String], option: String): Option[Boolean] = value.map { v =>

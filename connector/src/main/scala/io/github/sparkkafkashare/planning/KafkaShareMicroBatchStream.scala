@@ -68,6 +68,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
   private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
   private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
+  private val outage = new OutageTolerance(options.fetchOffsetNumRetries, options.groupId)
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
   private val recordsLog = if (!ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy)) None else {
     Some(new RoundRecordsLog(new Path(checkpointLocation, "kafka-share-rounds").toString,
@@ -156,7 +157,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   /** One partition per slot: settle what the slot holds, then poll unless `poll` is false. */
   private def planSlots(committedThrough: Long, round: Long, poll: Boolean): PlannedRound = {
-    if (poll) refreshTopics()
+    if (poll) outage.attempt("listing the subscribed topics")(refreshTopics()) // else the round keeps the last list
 
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
     // outpaced by the others (a fetch acquires whole record batches), so it should not hold the
@@ -174,7 +175,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       partition: InputPartition
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
-    val roundStart = if (poll && !recordsFlowing) backlog.roundStart() else Map.empty[TopicPartition, Long]
+    val roundStart = if (poll && !recordsFlowing) {
+      outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[TopicPartition, Long])
+    } else Map.empty[TopicPartition, Long]
     PlannedRound(round, counters.acquired.value, roundStart, partitions)
   }
 
@@ -257,11 +260,13 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   private def due(lastChecked: Option[Long]): Boolean = lastChecked.forall(System.nanoTime() - _ > MetadataRefreshNanos)
 
-  /** The group's backlog, asked of Kafka at most every [[MetadataRefreshNanos]] unless forced. */
+  /**
+   * The group's backlog, asked of Kafka at most every [[MetadataRefreshNanos]] unless forced; None
+   * (unknown, so a round runs) while the cluster is unreachable.
+   */
   private def checkBacklog(force: Boolean): Option[Long] = {
     if (force || due(backlogChecked)) {
-      refreshTopics()
-      lastBacklog = backlog.refresh(topics)
+      lastBacklog = outage.attempt("reading the group's backlog") { refreshTopics(); backlog.refresh(topics) }.flatten
       backlogChecked = Some(System.nanoTime())
     }
     lastBacklog

@@ -9,14 +9,14 @@ import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptio
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.errors.GroupIdNotFoundException
+import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException}
 import org.apache.spark.internal.Logging
 
 /**
  * The driver's view of the share group, through Kafka's Admin API: group configs the options ask
  * for, the topics a pattern matches, and the backlog that tells the stream whether to run a batch.
  * Every call is bounded by `kafka.default.api.timeout.ms`, so an unreachable cluster fails the
- * query with a clear error instead of hanging it.
+ * call with a clear error instead of hanging it ([[OutageTolerance]] decides whether the query fails).
  */
 private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends AutoCloseable with Logging {
   import ShareGroupAdmin._
@@ -153,8 +153,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   private def await[T](action: String, future: KafkaFuture[T]): T =
     try future.get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS) catch {
       case e: TimeoutException => throw unreachable(action, e)
-      case e: ExecutionException if e.getCause.isInstanceOf[org.apache.kafka.common.errors.TimeoutException] =>
-        throw unreachable(action, e)
+      // Kafka's TimeoutException is retriable too: errors the Admin client retried until its deadline.
+      case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
     }
 }
 
