@@ -52,6 +52,12 @@ def _broker_answers() -> bool:
         return False
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "full_matrix_only: a fault-matrix case that only `make fault-matrix` runs, not `make test`"
+    )
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     if not _broker_answers():

@@ -51,6 +51,11 @@ parser.add_argument("--lock-timeout-ms", default="15000")
 parser.add_argument("--strategy", default="none")
 parser.add_argument("--sink", choices=["overwrite", "skip", "upsert"], default="overwrite")
 parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
+parser.add_argument(
+    "--kill-once-exists",
+    metavar="PATH",
+    help="at the --kill-at stage, write <out>/kill-pending, then wait until PATH exists before the kill",
+)
 parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
 parser.add_argument("--max-records-per-trigger")
 parser.add_argument(
@@ -92,6 +97,11 @@ def driver_jvm_pid() -> int:
 
 
 def kill_driver() -> None:
+    if args.kill_once_exists:  # another query is to be running when this one dies
+        (out / "kill-pending").touch()
+        deadline = time.monotonic() + 300
+        while not Path(args.kill_once_exists).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
     os.kill(driver_jvm_pid(), signal.SIGKILL)
     os._exit(137)
 

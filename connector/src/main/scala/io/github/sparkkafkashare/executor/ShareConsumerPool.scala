@@ -2,6 +2,7 @@ package io.github.sparkkafkashare.executor
 
 import java.time.Duration
 import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
+import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -29,10 +30,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
 
-  private lazy val janitor: ScheduledExecutorService = {
+  /** Runs the janitor ([[closeIdle]]) and the lock renewer ([[renewLocks]]) on two threads, so neither waits for the other. */
+  private lazy val background: ScheduledExecutorService = {
+    val threads = new AtomicInteger()
     val executor = Executors.newScheduledThreadPool(2, new ThreadFactory {
       override def newThread(r: Runnable): Thread = {
-        val t = new Thread(r, "kafka-share-consumer-janitor")
+        val t = new Thread(r, s"kafka-share-consumer-pool-${threads.incrementAndGet()}")
         t.setDaemon(true)
         t
       }
@@ -46,7 +49,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   /** The slot's consumer, created on first use, locked for the caller until [[giveBack]]. */
   def borrow(key: SlotKey, config: => java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
       : ShareConsumerSlot = {
-    janitor // started with the first consumer
+    background // started with the first consumer
     val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, lockMs, renewLocks))
     slot.lock.lockInterruptibly()
     if (slots.get(key) ne slot) { // closed while we waited
