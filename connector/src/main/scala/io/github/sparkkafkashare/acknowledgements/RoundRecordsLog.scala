@@ -48,12 +48,13 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
     if (!fs.exists(root)) Nil
     else fs.listStatus(root).toSeq.map(_.getPath.getName).flatMap(_.toLongOption).sorted
 
-  /** The records of each slot that wrote a file for `round`. */
-  def read(round: Long): Map[Int, Seq[LoggedRecord]] = {
+  /** The records of each slot that wrote a file for `round` (of the `slots` wanted). */
+  def read(round: Long, slots: Int => Boolean = _ => true): Map[Int, Seq[LoggedRecord]] = {
     val roundDir = new Path(root, round.toString)
     if (!fs.exists(roundDir)) Map.empty
     else fs.listStatus(roundDir).toSeq.map(_.getPath).filter(_.getName.endsWith(".json")).filterNot(_.getName.startsWith("."))
-      .map(path => path.getName.stripSuffix(".json").toInt -> readFile(path)).toMap
+      .map(path => path.getName.stripSuffix(".json").toInt -> path).filter { case (slot, _) => slots(slot) }
+      .map { case (slot, path) => slot -> readFile(path) }.toMap
   }
 
   /** The records the slot logged for `round`, if it wrote a file. */
@@ -134,7 +135,7 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   def loggedByOtherSlots(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] =
     if (candidates.isEmpty) Set.empty
     else {
-      val others = log.read(round).collect { case (s, records) if s != slot => records.map(_.coordinates) }.flatten.toSet
+      val others = log.read(round, _ != slot).values.flatten.map(_.coordinates).toSet
       candidates.filter(others.contains).toSet
     }
 }
