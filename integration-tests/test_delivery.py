@@ -37,6 +37,28 @@ def sink_values(spark: SparkSession, out: Path) -> list[str]:
     return [r.value for r in spark.read.schema(SINK_SCHEMA).parquet(str(out / "data")).collect()]
 
 
+def scan_task_metrics(spark: SparkSession) -> dict[str, int]:
+    """The kafka-share scan's task metrics as the Spark UI's SQL tab shows them, summed over every SQL
+    execution (micro-batch) so far, by metric class name."""
+    jsession = spark._jsparkSession
+    executions = jsession.sharedState().statusStore().executionsList()
+    totals: dict[str, int] = {}
+    for i in range(executions.size()):
+        execution = executions.apply(i)
+        values = execution.metricValues()  # accumulator id -> aggregated value; set once it ended
+        if values is None:
+            continue
+        by_id = {pair._1(): pair._2() for pair in (values.toSeq().apply(j) for j in range(values.size()))}
+        metrics = execution.metrics()
+        for j in range(metrics.size()):
+            metric = metrics.apply(j)
+            kind = metric.metricType()
+            if kind.startswith("v2Custom_io.github.sparkkafkashare") and metric.accumulatorId() in by_id:
+                name = kind.rsplit(".", 1)[1]
+                totals[name] = totals.get(name, 0) + int(by_id[metric.accumulatorId()])
+    return totals
+
+
 def test_every_record_once_with_more_consumers_than_partitions(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
@@ -44,6 +66,7 @@ def test_every_record_once_with_more_consumers_than_partitions(
     expected = values(10_000)
     kafka.produce(topic, expected)
 
+    before = scan_task_metrics(spark)
     df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "4", "startingOffsets": "earliest"})
     query = parquet_query(df, tmp_path)
     assert query.awaitTermination(240), "Trigger.AvailableNow did not finish"
@@ -57,6 +80,12 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert state["members"] == [], "stopped query left consumers in the group"
     metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
     assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
+    # The same counts per batch on the scan node of the SQL tab (task metrics), summed over the batches.
+    after = scan_task_metrics(spark)
+    per_batch = {name: after.get(name, 0) - before.get(name, 0) for name in after}
+    assert per_batch.get("RecordsAcquiredMetric") == 10_000, per_batch
+    assert per_batch.get("RecordsAcceptedMetric") == 10_000, per_batch
+    assert per_batch.get("RecordsRedeliveredMetric") == 0, per_batch
 
 
 def test_two_queries_in_one_group_split_the_records(

@@ -4,11 +4,13 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
 import org.apache.spark.sql.{SparkSession, SQLContext}
 import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
+import org.apache.spark.sql.connector.metric.CustomMetric
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream
 import org.apache.spark.sql.sources.{BaseRelation, DataSourceRegister, RelationProvider}
@@ -49,6 +51,8 @@ private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOp
     override def description(): String = name()
     override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream =
       new KafkaShareMicroBatchStream(options, checkpointLocation, SparkSession.active)
+    // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
+    override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareCountMetric.all
   }
 }
 

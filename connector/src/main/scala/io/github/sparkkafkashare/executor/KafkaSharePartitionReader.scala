@@ -5,7 +5,7 @@ import java.time.Duration
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
 import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
@@ -13,6 +13,7 @@ import org.apache.spark.kafkashare.ExecutorLocality
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
 import org.apache.spark.sql.catalyst.util.GenericArrayData
+import org.apache.spark.sql.connector.metric.CustomTaskMetric
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, PartitionReaderFactory}
 import org.apache.spark.unsafe.types.UTF8String
 
@@ -70,6 +71,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     recordsLog: Option[RoundRecordsLog])
   extends PartitionReader[InternalRow] {
 
+  private val counts = new TaskCounts(metrics)
+
   private val slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), {
     val config = partition.consumerConfig
     val clientId = config(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
@@ -87,8 +90,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(partition.slot -> here)
     val locks = slot.drainLockEvents()
-    metrics.lockRenewals.add(locks.renewed)
-    metrics.locksExpired.add(locks.expired)
+    counts.add(_.lockRenewals, locks.renewed)
+    counts.add(_.locksExpired, locks.expired)
 
     slot.heldFor(partition.round) match {
       // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records.
@@ -98,16 +101,16 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         held.iterator().asScala
       case None =>
         val settled = slot.settle(partition.committedThrough, partition.marks, atHome = partition.home.forall(_ == here))
-        metrics.accepted.add(settled.accepted)
-        metrics.released.add(settled.released)
-        metrics.rejected.add(settled.rejected)
+        counts.add(_.accepted, settled.accepted)
+        counts.add(_.released, settled.released)
+        counts.add(_.rejected, settled.rejected)
         // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
         // fetch carrying them has been seen to hand the same records back to this client again and again.
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
         if (partition.poll) {
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
-          metrics.acquired.add(polled.size)
-          metrics.redelivered.add(polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
+          counts.add(_.acquired, polled.size)
+          counts.add(_.redelivered, polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
           recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala
         } else {
           slot.flush(ShareConsumerPool.CloseTimeout)
@@ -126,7 +129,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val earlier = index.deliveredBefore(partition.round, coordinates)
     val thisRound = index.loggedByOtherSlots(partition.round, partition.slot, coordinates) -- earlier
     val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
-    metrics.deduplicated.add(earlier.size + thisRound.size)
+    counts.add(_.deduplicated, earlier.size + thisRound.size)
     logRecords(log, kept) // even none: an evaluation of this round elsewhere must find none too
     kept
   }
@@ -144,6 +147,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   }
 
   override def get(): InternalRow = current
+
+  override def currentMetricsValues(): Array[CustomTaskMetric] = counts.values
 
   override def close(): Unit = () // the slot goes back to the pool when the task completes
 }

@@ -6,11 +6,12 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
-import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.connector.metric.CustomTaskMetric
 import org.apache.spark.sql.connector.read.PartitionReader
 
 /**
@@ -29,6 +30,8 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
     metrics: KafkaShareSourceMetrics)
   extends PartitionReader[InternalRow] {
 
+  private val counts = new TaskCounts(metrics)
+
   private val rows: Iterator[InternalRow] = {
     val wanted = records.map(_.coordinates)
     val found = readBack(wanted.toSet)
@@ -37,7 +40,7 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
       throw KafkaShareErrors.replayRecordsGone(round, missing.sortBy(c => (c.topic, c.partition, c.offset))
         .take(5).map(c => s"${c.topic}-${c.partition}@${c.offset}"))
     }
-    metrics.replayed.add(found.size)
+    counts.add(_.replayed, found.size)
     records.iterator.map(r => KafkaShareRows.toRow(found(r.coordinates), includeHeaders, r.deliveryCount))
   }
 
@@ -72,6 +75,8 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   override def next(): Boolean = rows.hasNext && { current = rows.next(); true }
 
   override def get(): InternalRow = current
+
+  override def currentMetricsValues(): Array[CustomTaskMetric] = counts.values
 
   override def close(): Unit = ()
 }

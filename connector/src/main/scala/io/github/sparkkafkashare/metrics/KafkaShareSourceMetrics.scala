@@ -20,19 +20,19 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     deduplicated: LongAccumulator,
     replayed: LongAccumulator) {
 
+  /** Each counter with the task metric that shows it per batch; the metric's name is also the counter's in [[report]]. */
+  def counters: Seq[(KafkaShareCountMetric, LongAccumulator)] = {
+    import KafkaShareCountMetric._
+    Seq(Acquired -> acquired, Redelivered -> redelivered, Accepted -> accepted, Released -> released,
+      Rejected -> rejected, LockRenewals -> lockRenewals, LocksExpired -> locksExpired, Deduplicated -> deduplicated,
+      Replayed -> replayed)
+  }
+
   /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
-  def report(backlog: Option[Long], dedupState: Option[Long]): Map[String, String] = Map(
-    "recordsAcquired" -> acquired.value.toString,
-    "recordsRedelivered" -> redelivered.value.toString,
-    "recordsAccepted" -> accepted.value.toString,
-    "recordsReleased" -> released.value.toString,
-    "recordsRejected" -> rejected.value.toString,
-    "lockRenewals" -> lockRenewals.value.toString,
-    "locksExpired" -> locksExpired.value.toString,
-    "recordsDeduplicated" -> deduplicated.value.toString,
-    "recordsReplayed" -> replayed.value.toString) ++
-    backlog.map(b => "backlogRecords" -> b.toString) ++
-    dedupState.map(n => "dedupStateRecords" -> n.toString)
+  def report(backlog: Option[Long], dedupState: Option[Long]): Map[String, String] =
+    counters.map { case (metric, accumulator) => metric.name -> accumulator.value.toString }.toMap ++
+      backlog.map(b => "backlogRecords" -> b.toString) ++
+      dedupState.map(n => "dedupStateRecords" -> n.toString)
 }
 
 private[sparkkafkashare] object KafkaShareSourceMetrics {
