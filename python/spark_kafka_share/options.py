@@ -132,12 +132,12 @@ class KafkaShareOptions:
         include_headers: add a ``headers`` column.
         max_records_per_trigger: an upper bound on the records of one micro-batch.
         poll_timeout_ms: how long a consumer waits for records in one poll (default 2000).
-        fetch_offset_num_retries: how many of the driver's lookups in a row may find the cluster
-            unreachable (each waits ``default.api.timeout.ms``) before a running query fails
-            (default 3); meanwhile batches keep polling, so a broker restart does not stop the query.
         starting_offsets: where a new share group starts: ``"earliest"``, ``"latest"``, an ISO-8601
             duration back from now (``"PT30M"``, also ``"by_duration:PT30M"``) or a ``timedelta``.
             Kafka applies it only when the group first reads a partition.
+        fetch_offset_num_retries: how many of the driver's lookups in a row may find the cluster
+            unreachable (each waits ``default.api.timeout.ms``) before a running query fails
+            (default 3); meanwhile batches keep polling, so a broker restart does not stop the query.
         kafka_options: Kafka consumer settings, keys without the ``"kafka."`` prefix
             (``{"security.protocol": "SSL"}``). Values may be secrets; messages never show them.
     """

@@ -60,8 +60,10 @@ private[sparkkafkashare] object KafkaShareErrors {
 
   def batchReadUnsupported(): KafkaShareUnsupportedOperationException = unsupported("KAFKA_SHARE_BATCH_READ_UNSUPPORTED")
 
+  val BrokerUnreachable = "KAFKA_SHARE_BROKER_UNREACHABLE"
+
   def brokerUnreachable(bootstrapServers: String, timeoutMs: Long, action: String, cause: Throwable)
-      : KafkaShareRuntimeException = runtime("KAFKA_SHARE_BROKER_UNREACHABLE", cause,
+      : KafkaShareRuntimeException = runtime(BrokerUnreachable, cause,
     "bootstrapServers" -> bootstrapServers, "timeoutMs" -> timeoutMs.toString, "action" -> action,
     "cause" -> describe(cause))
 

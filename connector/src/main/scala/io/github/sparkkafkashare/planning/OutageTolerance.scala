@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.planning
 
-import io.github.sparkkafkashare.KafkaShareRuntimeException
+import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.spark.internal.Logging
 
@@ -23,13 +23,11 @@ private[planning] final class OutageTolerance(maxFailures: Int, groupId: String)
       failures = 0
       Some(answer)
     } catch {
-      case e: KafkaShareRuntimeException if e.condition == BrokerUnreachable && failures < maxFailures =>
+      case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable && failures < maxFailures =>
         failures += 1
         logWarning(s"Share group '$groupId': $what failed because the Kafka cluster is unreachable " +
           s"($failures of ${maxFailures} failed lookups in a row that the query waits through; option " +
           s"'${KafkaShareSourceOptions.FetchOffsetNumRetries}'). The next batch polls meanwhile. ${e.getMessage}")
         None
     }
-
-  private val BrokerUnreachable = "KAFKA_SHARE_BROKER_UNREACHABLE"
 }
