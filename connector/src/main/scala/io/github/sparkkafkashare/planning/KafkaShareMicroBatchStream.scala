@@ -68,7 +68,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
   private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
   private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
-  private val outage = new OutageTolerance(options.fetchOffsetNumRetries, options.groupId)
+  private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
   private val recordsLog = if (!ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy)) None else {
     Some(new RoundRecordsLog(new Path(checkpointLocation, "kafka-share-rounds").toString,

@@ -11,16 +11,23 @@ import org.apache.spark.internal.Logging
  * the cluster, as Spark's kafka source retries its offset lookups. The query fails only when
  * `maxFailures` lookups in a row could not reach the cluster (option `fetchOffset.numRetries`).
  */
-private[planning] final class OutageTolerance(maxFailures: Int, groupId: String) extends Logging {
+private[planning] final class OutageTolerance(admin: ShareGroupAdmin, maxFailures: Int, groupId: String) extends Logging {
   /** Lookups in a row that could not reach the cluster. Only the stream execution thread uses this. */
   private var failures = 0
 
-  /** `lookup`'s answer, or None when the cluster is unreachable and the query can still wait for it. */
+  /**
+   * `lookup`'s answer, or None when the cluster is unreachable and the query can still wait for it.
+   * Only a lookup that the cluster answered ends an outage: one that needed no call (topics not yet
+   * due for a refresh) says nothing about it.
+   */
   def attempt[T](what: String)(lookup: => T): Option[T] =
     try {
+      val answeredBefore = admin.callsAnswered
       val answer = lookup
-      if (failures > 0) logInfo(s"Share group '$groupId': the Kafka cluster answers again after $failures failed lookups.")
-      failures = 0
+      if (failures > 0 && admin.callsAnswered > answeredBefore) {
+        logInfo(s"Share group '$groupId': the Kafka cluster answers again after $failures failed lookups.")
+        failures = 0
+      }
       Some(answer)
     } catch {
       case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable && failures < maxFailures =>

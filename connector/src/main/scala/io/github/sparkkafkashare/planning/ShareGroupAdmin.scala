@@ -1,6 +1,7 @@
 package io.github.sparkkafkashare.planning
 
 import java.util.concurrent.{ExecutionException, TimeUnit, TimeoutException}
+import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 
@@ -23,6 +24,10 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
   private val admin: Admin = Admin.create(adminConfig(connection))
   private val group = connection.groupId
+  private val answered = new AtomicLong()
+
+  /** Calls the cluster has answered so far: whether a lookup reached it, even one that needed no call. */
+  def callsAnswered: Long = answered.get()
 
   /** Fails unless the cluster answers and has share groups enabled. */
   def checkShareGroupsEnabled(): Unit = {
@@ -151,7 +156,11 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   override def close(): Unit = admin.close(java.time.Duration.ofSeconds(5))
 
   private def await[T](action: String, future: KafkaFuture[T]): T =
-    try future.get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS) catch {
+    try {
+      val answer = future.get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS)
+      answered.incrementAndGet()
+      answer
+    } catch {
       case e: TimeoutException => throw unreachable(action, e)
       // Kafka's TimeoutException is retriable too: errors the Admin client retried until its deadline.
       case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
