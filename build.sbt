@@ -84,6 +84,17 @@ lazy val kafkaLocal = project
     )
   )
 
+// Spark's own `kafka` source, which `make bench` runs side by side with kafka-share (its scenario c).
+// Maven Central serves it up to Spark 4.2.0, not 4.3.0; Spark itself comes from pyspark at run time.
+// Not published, and never on the connector's classpath.
+lazy val sparkKafkaSource = project
+  .in(file("benchmarks/spark-kafka-source"))
+  .settings(
+    name := "spark-kafka-source",
+    publish / skip := true,
+    libraryDependencies += "org.apache.spark" %% "spark-sql-kafka-0-10" % "4.2.0"
+  )
+
 lazy val root = project
   .in(file("."))
   .aggregate(connector)

@@ -87,7 +87,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     }
   }
 
-  test("share consumers always run in explicit mode, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
+  test("share consumers always run in explicit mode, poll up to 10,000 records unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
     val o = parse(required ++ Map("maxRecordsPerTrigger" -> "1001", "kafka.fetch.max.bytes" -> "1048576"))
     val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef")
     assert(settings("share.acknowledgement.mode") == "explicit")
@@ -95,7 +95,8 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(settings("group.id") == "orders-workers" && settings("bootstrap.servers") == "b1:9092,b2:9092")
     assert(settings("fetch.max.bytes") == "1048576")
     assert(settings("client.id") == ShareConsumerSettings.clientIdPrefix("orders-workers", "0123456789abcdef"))
-    assert(!ShareConsumerSettings(parse(required), 4, "r").contains("max.poll.records"))
+    assert(ShareConsumerSettings(parse(required), 4, "r")("max.poll.records") == "10000")
+    assert(ShareConsumerSettings(parse(required + ("kafka.max.poll.records" -> "300")), 4, "r")("max.poll.records") == "300")
   }
 
   test("offsets round-trip through the checkpoint's JSON, and foreign offsets are refused") {

@@ -160,8 +160,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     if (poll) outage.attempt("listing the subscribed topics")(refreshTopics()) // else the round keeps the last list
 
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
-    // outpaced by the others (a fetch acquires whole record batches), so it should not hold the
-    // round for the full poll timeout.
+    // outpaced by the others (a fetch acquires whole record batches, and the group's lock limit per
+    // partition is taken), so waiting rarely brings it records: it should not hold the round long.
     val pollTimeoutMs = if (recordsFlowing) math.min(options.pollTimeoutMs, FlowingPollTimeoutMs) else options.pollTimeoutMs
     val executors = ExecutorLocality.sortedExecutors()
     val known = slotLocations.value
@@ -288,8 +288,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 private[sparkkafkashare] object KafkaShareMicroBatchStream {
   /** Set by MicroBatchExecution on the thread that plans each batch. */
   val BatchIdProperty = "streaming.sql.batchId"
-  /** The poll timeout of a round that follows a round that acquired records. */
-  val FlowingPollTimeoutMs = 200L
+  /** The poll timeout of a round that follows a round that acquired records (see planSlots). */
+  val FlowingPollTimeoutMs = 50L
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
