@@ -1,16 +1,23 @@
-"""`make bench`: kafka-share against Kafka's own share-consumer perf tool, on the same data, in one run.
+"""`make bench`: kafka-share against Kafka's own share-consumer perf tool and Spark's own `kafka`
+source, on the same data, in one run.
 
-Scenarios (each reads with a share group of its own, from the earliest record):
+Scenarios (each share-group reader has a group of its own and reads from the earliest record):
   a) raw limit: `kafka-share-consumer-perf-test` with as many consumer threads as Spark consumers;
-  b) kafka-share draining the topic with Trigger.AvailableNow into the `noop` sink, parallelism 1, 2, 4;
+  b) kafka-share draining the topic with Trigger.AvailableNow into the `noop` sink, parallelism 1, 2, 4:
+     with the group's default lock limit per partition (2000), and with it raised to 4000;
+  c) Spark's own `kafka` source (spark-sql-kafka-0-10 4.2.0: Maven Central has no 4.3.0) draining the
+     same topic the same way, with default options;
   d) 1 ms of work per record (Thread.sleep through SQL `reflect`, as an I/O-bound job would wait) on a
-     1-partition topic, kafka-share at parallelism 1, 2 and 4: the case share groups exist for; once
-     with default consumer settings and once tuned to spread records over consumers
-     (`share.acquire.mode=record_limit`, `max.poll.records=250`).
-  idle) a kafka-share query on a drained topic, with the default trigger and with a 1 s trigger:
-     the driver JVM's CPU use over 20 s.
-Spark's own `kafka` source (scenario c) is not measured: see docs/benchmarks.md.
+     1-partition topic, kafka-share at parallelism 1, 2 and 4 against the `kafka` source with default
+     options: the case share groups exist for; kafka-share once with default consumer settings and
+     once tuned to spread records over consumers (`share.acquire.mode=record_limit`,
+     `max.poll.records=250`);
+  idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
+     with a 1 s trigger: the driver JVM's CPU use over 20 s;
+  e) the exactly-once strategies: the b) drain at parallelism 4 under each.
 
+Throughput is given end to end (query start to end, as the perf tool measures) and from the first
+batch with records to the end of the last (a share consumer first has to join its group).
 Writes benchmarks/results/<UTC time>.json and prints a table.
 """
 
@@ -20,6 +27,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -27,7 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+import pyspark
+from pyspark.sql import DataFrame, SparkSession
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = str(REPO / "dev" / "kafka-tool")
@@ -43,7 +52,7 @@ parser.add_argument("--record-size", type=int, default=200)
 parser.add_argument(
     "--work-records",
     type=int,
-    default=int(os.environ.get("BENCH_WORK_RECORDS", "10000")),
+    default=int(os.environ.get("BENCH_WORK_RECORDS", "20000")),
 )
 parser.add_argument(
     "--sections",
@@ -94,7 +103,8 @@ def make_topic(partitions: int, records: int) -> str:
     return topic
 
 
-def new_group(prefix: str) -> str:
+def new_group(prefix: str, config: str = "") -> str:
+    """A share group of its own, reading from the earliest record; `config` adds group configs (k=v,...)."""
     group = f"{prefix}-{uuid.uuid4().hex[:6]}"
     tool(
         "configs",
@@ -106,7 +116,7 @@ def new_group(prefix: str) -> str:
         "--entity-name",
         group,
         "--add-config",
-        "share.auto.offset.reset=earliest",
+        ",".join(filter(None, ["share.auto.offset.reset=earliest", config])),
     )
     return group
 
@@ -149,6 +159,25 @@ def peak_heap_mb(spark: SparkSession) -> float:
 
 
 TUNED_FOR_WORK = {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}
+# The group-level lock limit per partition at the broker's default maximum for it.
+RAISED_LOCK_LIMIT = "share.partition.max.record.locks=4000"
+
+
+def spark_kafka_source_jars() -> list[str]:
+    """Spark's `kafka` source and the jars it needs that pyspark does not ship (kafka-clients 3.9, ...)."""
+    run = subprocess.run(
+        [str(REPO / "dev" / "sbt-classpath"), "sparkKafkaSource"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    shipped = {_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return [j for j in run.stdout.strip().split(":") if j.endswith(".jar") and _artifact(j) not in shipped]
+
+
+def _artifact(jar: str) -> str:
+    """`.../kafka-clients-3.9.2.jar` -> `kafka-clients`."""
+    return re.sub(r"-\d[^/]*\.jar$", "", jar.rsplit("/", 1)[-1])
 
 
 def kafka_share(
@@ -159,16 +188,37 @@ def kafka_share(
     records: int,
     work_ms: int = 0,
     options: dict[str, str] | None = None,
+    group_config: str = "",
 ) -> dict[str, Any]:
     df = (
         spark.readStream.format("kafka-share")
         .option("kafka.bootstrap.servers", BOOTSTRAP)
-        .option("kafka.share.group.id", new_group("bench-share"))
+        .option("kafka.share.group.id", new_group("bench-share", group_config))
         .option("subscribe", topic)
         .option("kafka.share.parallelism", str(parallelism))
         .options(**(options or {}))
         .load()
     )
+    return drain(spark, scenario, df, records, work_ms) | {"parallelism": parallelism}
+
+
+def spark_kafka_source(
+    spark: SparkSession, scenario: str, topic: str, records: int, work_ms: int = 0
+) -> dict[str, Any]:
+    """Spark's own `kafka` source with default options (one task per partition)."""
+    df = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    # It keeps no acknowledgement state: its offsets live in the checkpoint.
+    return drain(spark, scenario, df, records, work_ms) | {"commit_to_ack_ms_p50": None}
+
+
+def drain(spark: SparkSession, scenario: str, df: DataFrame, records: int, work_ms: int) -> dict[str, Any]:
+    """Drains `df` with Trigger.AvailableNow into the `noop` sink; figures from the query's progress."""
     if work_ms:
         df = df.selectExpr(
             "*",
@@ -180,7 +230,10 @@ def kafka_share(
     query.awaitTermination()
     elapsed = time.monotonic() - started
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    read = int(query.lastProgress["sources"][0]["metrics"]["recordsAcquired"])
+    read = sum(int(p["numInputRows"]) for p in progress)
+    # From the start of the first batch with records to the end of the last one.
+    flowing_s = _ts(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1000
+    flowing_s -= _ts(progress[0]["timestamp"])
     durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
     # The records of a batch are accepted by the next batch's tasks, so commit-to-acknowledgement is
     # the gap from a batch's end to the start of the next one.
@@ -191,10 +244,10 @@ def kafka_share(
     ]
     return {
         "scenario": scenario,
-        "parallelism": parallelism,
         "records": read,
         "seconds": round(elapsed, 2),
         "records_per_s": read / elapsed,
+        "flowing_records_per_s": read / flowing_s,
         "mb_per_s": read * args.record_size / elapsed / 2**20,
         "batches": len(progress),
         "batch_ms_p50": _percentile(durations, 50),
@@ -205,36 +258,31 @@ def kafka_share(
     }
 
 
-def idle_cpu(spark: SparkSession, topic: str, trigger: str | None, seconds: int = 20) -> dict[str, Any]:
+def idle_cpu(
+    spark: SparkSession, source: str, topic: str, trigger: str | None, seconds: int = 20
+) -> dict[str, Any]:
     """Share of one core the driver JVM (executor too, in local mode) uses while a drained stream idles."""
-    df = (
-        spark.readStream.format("kafka-share")
-        .option("kafka.bootstrap.servers", BOOTSTRAP)
-        .option("kafka.share.group.id", new_group("bench-idle"))
-        .option("subscribe", topic)
-        .load()
-    )
+    reader = spark.readStream.option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", topic)
+    if source == "kafka-share":
+        df = reader.format(source).option("kafka.share.group.id", new_group("bench-idle")).load()
+    else:
+        df = reader.format(source).option("startingOffsets", "earliest").load()
     writer = df.writeStream.format("noop")
     query = (writer.trigger(processingTime=trigger) if trigger else writer).start()
     jvm = spark._jvm
     assert jvm is not None
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
-    while (
-        int(query.lastProgress["sources"][0]["metrics"]["recordsAcquired"] if query.lastProgress else 0) == 0
-    ):
+    while sum(p["numInputRows"] for p in query.recentProgress) == 0:
         time.sleep(1)  # until the topic is drained once
     time.sleep(10)  # and the stream has settled its last batch
-    batches_before, cpu_before, started = (
-        query.lastProgress["batchId"],
-        _cpu_seconds(jvm_pid),
-        time.monotonic(),
-    )
+    cpu_before, started, progress_before = _cpu_seconds(jvm_pid), time.monotonic(), len(query.recentProgress)
     time.sleep(seconds)
     cpu_s = _cpu_seconds(jvm_pid) - cpu_before
-    batches = query.lastProgress["batchId"] - batches_before
+    # Spark also reports progress every 10 s while no batch runs; only a batch has an addBatch time.
+    batches = sum(1 for p in query.recentProgress[progress_before:] if "addBatch" in p["durationMs"])
     query.stop()
     return {
-        "scenario": f"idle) drained stream, {trigger or 'default'} trigger",
+        "scenario": f"idle) {source}, drained, {trigger or 'default'} trigger",
         "partitions": 4,
         "core_share_pct": 100 * cpu_s / (time.monotonic() - started),
         "batches_while_idle": batches,
@@ -262,7 +310,7 @@ def _percentile(sorted_values: list[float], pct: int) -> float | None:
 def main() -> None:
     spark = (
         SparkSession.builder.master("local[4]")
-        .config("spark.jars", args.jar)
+        .config("spark.jars", ",".join([args.jar, *spark_kafka_source_jars()]))
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
         # Keep every batch's progress, for the batch-duration percentiles.
@@ -274,21 +322,28 @@ def main() -> None:
     topic_4p = make_topic(4, args.records)
     topics = {4: topic_4p, 1: make_topic(1, args.records)} if "ab" in SECTIONS else {}
     for partitions, topic in topics.items():
+        source = spark_kafka_source(spark, "c) kafka source", topic, args.records)
+        results.append(source | {"partitions": partitions})
         for consumers in (1, 2, 4):
             results.append(raw_share_consumers(topic, consumers, args.records) | {"partitions": partitions})
-            share = kafka_share(spark, f"b) kafka-share P={consumers}", topic, consumers, args.records)
-            results.append(share | {"partitions": partitions})
-            print(json.dumps(results[-2:]), flush=True)
+            for variant, group_config in (("", ""), (" locks 4000", RAISED_LOCK_LIMIT)):
+                scenario = f"b) kafka-share{variant} P={consumers}"
+                share = kafka_share(spark, scenario, topic, consumers, args.records, 0, None, group_config)
+                results.append(share | {"partitions": partitions, "variant": variant.strip() or "default"})
+        print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
-        results.append(idle_cpu(spark, topic_4p, trigger))
+        for source in ("kafka-share", "kafka"):
+            results.append(idle_cpu(spark, source, topic_4p, trigger))
         print(json.dumps(results[-1]), flush=True)
     if "d" in SECTIONS:
         work_topic = make_topic(1, args.work_records)
+        source = spark_kafka_source(spark, "d) 1 ms/record kafka source", work_topic, args.work_records, 1)
+        results.append(source | {"partitions": 1, "variant": "kafka source"})
         for variant, options in (("default", None), ("tuned", TUNED_FOR_WORK)):
             for consumers in (1, 2, 4):
                 scenario = f"d) 1 ms/record {variant} P={consumers}"
                 result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
-                results.append(result | {"partitions": 1, "variant": variant})
+                results.append(result | {"partitions": 1, "variant": f"work {variant}"})
                 print(json.dumps(results[-1]), flush=True)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
     for strategy in ("none", "checkpoint-dedup", "two-phase-commit") if "strategies" in SECTIONS else ():
@@ -323,6 +378,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         "scenario",
         "partitions",
         "records_per_s",
+        "flowing_records_per_s",
         "mb_per_s",
         "batch_ms_p50",
         "batch_ms_p99",
@@ -333,20 +389,27 @@ def print_table(results: list[dict[str, Any]]) -> None:
     print("\n" + " | ".join(columns))
     for r in results:
         print(" | ".join(fmt(r.get(c)) for c in columns))
-    raw = {
-        (r["partitions"], r["scenario"][-1]): r["records_per_s"]
-        for r in results
-        if r["scenario"].startswith("a)")
-    }
+    raw = {(r["partitions"], r["scenario"][-1]): r for r in results if r["scenario"].startswith("a)")}
+    source = {r["partitions"]: r for r in results if r["scenario"].startswith("c)")}
     for r in results:
         if r["scenario"].startswith("b)"):
-            ratio = r["records_per_s"] / raw[(r["partitions"], str(r["parallelism"]))]
-            print(f"b/a {r['partitions']} partitions, {r['parallelism']} consumers: {ratio:.2f}")
-    for variant in ("default", "tuned"):
-        work = {r["parallelism"]: r["records_per_s"] for r in results if r.get("variant") == variant}
-        if work:
-            scaling = f"P2/P1 {work[2] / work[1]:.2f}, P4/P1 {work[4] / work[1]:.2f}"
-            print(f"d {variant} scaling on one partition: {scaling}")
+            a, c = raw[(r["partitions"], str(r["parallelism"]))], source[r["partitions"]]
+            b_a = r["records_per_s"] / a["records_per_s"]
+            print(
+                f"{r['scenario']}, {r['partitions']} partitions: b/a {b_a:.2f}, "
+                f"b/c {r['records_per_s'] / c['records_per_s']:.2f} "
+                f"(from the first batch: b/c {r['flowing_records_per_s'] / c['flowing_records_per_s']:.2f})"
+            )
+    work_source = next((r for r in results if r.get("variant") == "kafka source"), None)
+    for variant in ("work default", "work tuned"):
+        work = {r["parallelism"]: r for r in results if r.get("variant") == variant}
+        if work and work_source:
+            for measure in ("records_per_s", "flowing_records_per_s"):
+                p1, p4 = work[1][measure], work[4][measure]
+                print(
+                    f"d {variant} ({measure}): P2/P1 {work[2][measure] / p1:.2f}, P4/P1 {p4 / p1:.2f}, "
+                    f"P4 against the kafka source {p4 / work_source[measure]:.2f}"
+                )
     by_strategy = {r["strategy"]: r for r in results if "strategy" in r}
     for strategy, r in by_strategy.items():
         cost = r["records_per_s"] / by_strategy["none"]["records_per_s"]
