@@ -259,7 +259,7 @@ def drain(spark: SparkSession, scenario: str, df: DataFrame, records: int, work_
 
 
 def idle_cpu(
-    spark: SparkSession, source: str, topic: str, trigger: str | None, seconds: int = 20
+    spark: SparkSession, source: str, topic: str, records: int, trigger: str | None, seconds: int = 20
 ) -> dict[str, Any]:
     """Share of one core the driver JVM (executor too, in local mode) uses while a drained stream idles."""
     reader = spark.readStream.option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", topic)
@@ -272,21 +272,53 @@ def idle_cpu(
     jvm = spark._jvm
     assert jvm is not None
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
-    while sum(p["numInputRows"] for p in query.recentProgress) == 0:
-        time.sleep(1)  # until the topic is drained once
+    while sum(p["numInputRows"] for p in query.recentProgress) < records:
+        time.sleep(1)  # until the topic is drained
     time.sleep(10)  # and the stream has settled its last batch
     cpu_before, started, progress_before = _cpu_seconds(jvm_pid), time.monotonic(), len(query.recentProgress)
+    threads_before = _thread_cpu_seconds(spark)
     time.sleep(seconds)
     cpu_s = _cpu_seconds(jvm_pid) - cpu_before
+    threads = _thread_cpu_seconds(spark)
+    elapsed = time.monotonic() - started
+    by_role: dict[str, float] = {}
+    for thread_id, (name, cpu) in threads.items():
+        role = _thread_role(name)
+        by_role[role] = by_role.get(role, 0.0) + cpu - threads_before.get(thread_id, (name, 0.0))[1]
+    by_role["JVM itself (GC, JIT)"] = cpu_s - sum(by_role.values())
     # Spark also reports progress every 10 s while no batch runs; only a batch has an addBatch time.
     batches = sum(1 for p in query.recentProgress[progress_before:] if "addBatch" in p["durationMs"])
     query.stop()
     return {
         "scenario": f"idle) {source}, drained, {trigger or 'default'} trigger",
         "partitions": 4,
-        "core_share_pct": 100 * cpu_s / (time.monotonic() - started),
+        "core_share_pct": 100 * cpu_s / elapsed,
+        "core_share_pct_by_thread": {role: round(100 * cpu / elapsed, 2) for role, cpu in by_role.items()},
         "batches_while_idle": batches,
     }
+
+
+def _thread_cpu_seconds(spark: SparkSession) -> dict[int, tuple[str, float]]:
+    """CPU time of each live Java thread of the driver JVM, by thread id."""
+    jvm = spark._jvm
+    assert jvm is not None
+    threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+    cpu: dict[int, tuple[str, float]] = {}
+    for thread_id in threads.getAllThreadIds():
+        info = threads.getThreadInfo(thread_id)
+        if info is not None:
+            cpu[thread_id] = (str(info.getThreadName()), threads.getThreadCpuTime(thread_id) / 1e9)
+    return cpu
+
+
+def _thread_role(name: str) -> str:
+    if name.startswith("stream execution thread"):
+        return "Spark's trigger loop"
+    if name.startswith(("consumer_background_thread", "kafka-admin-client-thread", "kafka-coordinator")):
+        return "Kafka clients"
+    if name.startswith("kafka-share-consumer-pool"):
+        return "kafka-share lock renewer and janitor"
+    return "other Spark threads"
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -333,7 +365,7 @@ def main() -> None:
         print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         for source in ("kafka-share", "kafka"):
-            results.append(idle_cpu(spark, source, topic_4p, trigger))
+            results.append(idle_cpu(spark, source, topic_4p, args.records, trigger))
         print(json.dumps(results[-1]), flush=True)
     if "d" in SECTIONS:
         work_topic = make_topic(1, args.work_records)

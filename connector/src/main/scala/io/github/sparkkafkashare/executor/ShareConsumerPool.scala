@@ -1,7 +1,7 @@
 package io.github.sparkkafkashare.executor
 
 import java.time.Duration
-import java.util.concurrent.{ConcurrentHashMap, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
+import java.util.concurrent.{ConcurrentHashMap, ExecutorService, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
 import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
@@ -17,9 +17,10 @@ import org.apache.spark.kafkashare.ExecutorLocality
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
  * A consumer is closed when its query stops, or by the janitor once unused for [[IdleTimeout]]
- * (its query died without stopping, or its slot moved to another executor). A second thread
- * renews the locks of records that wait for their batch to commit, every [[RenewCheckInterval]]:
- * its own, so that a slow close cannot hold renewals back past the locks' expiry.
+ * (its query died without stopping, or its slot moved to another executor). Every
+ * [[RenewCheckInterval]] the locks of records that wait for their batch to commit are renewed, each
+ * slot's on a thread of its own: a renewal waits for the broker (up to 10 s), and neither a slow
+ * close nor another slot's slow renewal may hold one back past its locks' expiry.
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
@@ -29,21 +30,27 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   val RenewCheckInterval: Duration = Duration.ofMillis(200)
 
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
+  /** Slots whose renewal is under way: the next check skips them. */
+  private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
 
-  /** Runs the janitor ([[closeIdle]]) and the lock renewer ([[renewLocks]]) on two threads, so neither waits for the other. */
+  /** Runs the janitor ([[closeIdle]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
   private lazy val background: ScheduledExecutorService = {
-    val threads = new AtomicInteger()
-    val executor = Executors.newScheduledThreadPool(2, new ThreadFactory {
-      override def newThread(r: Runnable): Thread = {
-        val t = new Thread(r, s"kafka-share-consumer-pool-${threads.incrementAndGet()}")
-        t.setDaemon(true)
-        t
-      }
-    })
+    val executor = Executors.newScheduledThreadPool(2, daemonThreads("kafka-share-consumer-pool"))
     executor.scheduleWithFixedDelay(() => closeIdle(), 30, 30, TimeUnit.SECONDS)
     executor.scheduleWithFixedDelay(() => renewLocks(), RenewCheckInterval.toMillis, RenewCheckInterval.toMillis,
       TimeUnit.MILLISECONDS)
     executor
+  }
+
+  private lazy val renewers: ExecutorService = Executors.newCachedThreadPool(daemonThreads("kafka-share-lock-renewer"))
+
+  private def daemonThreads(prefix: String): ThreadFactory = {
+    val threads = new AtomicInteger()
+    r => {
+      val t = new Thread(r, s"$prefix-${threads.incrementAndGet()}")
+      t.setDaemon(true)
+      t
+    }
   }
 
   /** The slot's consumer, created on first use, locked for the caller until [[giveBack]]. */
@@ -93,8 +100,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   private def renewLocks(): Unit = slots.values().forEach { slot =>
-    try slot.renewLocksIfDue() catch {
-      case NonFatal(e) => logWarning(s"Renewing the record locks of slot ${slot.key.slot} failed", e)
+    if (renewing.add(slot.key)) renewers.execute { () =>
+      try slot.renewLocksIfDue() catch {
+        case NonFatal(e) => logWarning(s"Renewing the record locks of slot ${slot.key.slot} failed", e)
+      } finally renewing.remove(slot.key)
     }
   }
 

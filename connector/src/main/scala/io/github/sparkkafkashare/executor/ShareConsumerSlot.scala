@@ -69,6 +69,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private var bufferEmptySinceNanos: Long = System.nanoTime()
   /** The last poll returned nothing, so the client fetches in the background until records arrive. */
   private var fetchingInBackground = false
+  /** When the renewer last took in what the background fetch brought, while the slot's round was empty. */
+  private var takenInAtNanos: Long = System.nanoTime()
   /** Set by [[close]]: the renewer may still hold this slot from before the pool dropped it. */
   private var closed = false
   /** The highest round this slot has been told is committed, and the marks of that round. */
@@ -212,20 +214,25 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     acquiredAhead = None
   }
 
-  private def renewDue(records: HeldRecords): Boolean = renewLocks && records.size > 0 && {
-    val lockMs = consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs)
-    System.nanoTime() - records.lockedSinceNanos > TimeUnit.MILLISECONDS.toNanos(lockMs) / 2
-  }
+  private def renewDue(records: HeldRecords): Boolean = renewLocks && records.size > 0 &&
+    System.nanoTime() - records.lockedSinceNanos > lockNanos / 2
+
+  private def lockNanos: Long =
+    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs))
 
   /**
    * Renews the locks of held records once half their duration has passed, so a batch may take
    * longer than the lock. While the slot's round is empty, first takes in what the client fetched in
-   * the background since, so that those records keep their locks too until the next round.
+   * the background since, so that those records keep their locks too until the next round; every
+   * quarter of a lock is enough, since they are dated from the last empty poll and renewed at half
+   * (a poll each time the renewer comes round cost an idle stream CPU for nothing).
    * Skipped while a task uses the consumer; the renewer comes back shortly.
    */
   def renewLocksIfDue(): Unit = if (renewLocks && consumerLock.tryLock()) {
     try if (!closed) {
-      if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty) {
+      if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty &&
+          System.nanoTime() - takenInAtNanos > lockNanos / 4) {
+        takenInAtNanos = System.nanoTime()
         acquiredAhead = Some(pollDated(Duration.ZERO)).filter(_.size > 0)
       }
       held.filter(renewDue).foreach(records => held = Some(renew(records)))
