@@ -37,6 +37,7 @@ from typing import Any
 
 import pyspark
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamReader
 
 REPO = Path(__file__).resolve().parent.parent
 TOOL = str(REPO / "dev" / "kafka-tool")
@@ -166,7 +167,7 @@ RAISED_LOCK_LIMIT = "share.partition.max.record.locks=4000"
 def spark_kafka_source_jars() -> list[str]:
     """Spark's `kafka` source and the jars it needs that pyspark does not ship (kafka-clients 3.9, ...)."""
     run = subprocess.run(
-        [str(REPO / "dev" / "sbt-classpath"), "sparkKafkaSource"],
+        [str(REPO / "dev" / "sbt-classpath"), "sparkKafkaSource", "spark-sql-kafka-0-10_"],
         capture_output=True,
         text=True,
         check=True,
@@ -180,6 +181,20 @@ def _artifact(jar: str) -> str:
     return re.sub(r"-\d[^/]*\.jar$", "", jar.rsplit("/", 1)[-1])
 
 
+def read_stream(
+    spark: SparkSession, source: str, topic: str, group_prefix: str = "bench-share", group_config: str = ""
+) -> DataStreamReader:
+    """`source` ("kafka-share" or "kafka") on `topic` from the earliest record; kafka-share in a new group."""
+    reader = (
+        spark.readStream.format(source)
+        .option("kafka.bootstrap.servers", BOOTSTRAP)
+        .option("subscribe", topic)
+    )
+    if source == "kafka-share":
+        return reader.option("kafka.share.group.id", new_group(group_prefix, group_config))
+    return reader.option("startingOffsets", "earliest")
+
+
 def kafka_share(
     spark: SparkSession,
     scenario: str,
@@ -191,10 +206,7 @@ def kafka_share(
     group_config: str = "",
 ) -> dict[str, Any]:
     df = (
-        spark.readStream.format("kafka-share")
-        .option("kafka.bootstrap.servers", BOOTSTRAP)
-        .option("kafka.share.group.id", new_group("bench-share", group_config))
-        .option("subscribe", topic)
+        read_stream(spark, "kafka-share", topic, group_config=group_config)
         .option("kafka.share.parallelism", str(parallelism))
         .options(**(options or {}))
         .load()
@@ -206,13 +218,7 @@ def spark_kafka_source(
     spark: SparkSession, scenario: str, topic: str, records: int, work_ms: int = 0
 ) -> dict[str, Any]:
     """Spark's own `kafka` source with default options (one task per partition)."""
-    df = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", BOOTSTRAP)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-    )
+    df = read_stream(spark, "kafka", topic).load()
     # It keeps no acknowledgement state: its offsets live in the checkpoint.
     return drain(spark, scenario, df, records, work_ms) | {"commit_to_ack_ms_p50": None}
 
@@ -262,12 +268,7 @@ def idle_cpu(
     spark: SparkSession, source: str, topic: str, records: int, trigger: str | None, seconds: int = 20
 ) -> dict[str, Any]:
     """Share of one core the driver JVM (executor too, in local mode) uses while a drained stream idles."""
-    reader = spark.readStream.option("kafka.bootstrap.servers", BOOTSTRAP).option("subscribe", topic)
-    if source == "kafka-share":
-        df = reader.format(source).option("kafka.share.group.id", new_group("bench-idle")).load()
-    else:
-        df = reader.format(source).option("startingOffsets", "earliest").load()
-    writer = df.writeStream.format("noop")
+    writer = read_stream(spark, source, topic, "bench-idle").load().writeStream.format("noop")
     query = (writer.trigger(processingTime=trigger) if trigger else writer).start()
     jvm = spark._jvm
     assert jvm is not None
@@ -316,7 +317,7 @@ def _thread_role(name: str) -> str:
         return "Spark's trigger loop"
     if name.startswith(("consumer_background_thread", "kafka-admin-client-thread", "kafka-coordinator")):
         return "Kafka clients"
-    if name.startswith("kafka-share-consumer-pool"):
+    if name.startswith(("kafka-share-consumer-pool", "kafka-share-lock-renewer")):
         return "kafka-share lock renewer and janitor"
     return "other Spark threads"
 
@@ -366,7 +367,7 @@ def main() -> None:
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         for source in ("kafka-share", "kafka"):
             results.append(idle_cpu(spark, source, topic_4p, args.records, trigger))
-        print(json.dumps(results[-1]), flush=True)
+        print(json.dumps(results[-2:]), flush=True)
     if "d" in SECTIONS:
         work_topic = make_topic(1, args.work_records)
         source = spark_kafka_source(spark, "d) 1 ms/record kafka source", work_topic, args.work_records, 1)
