@@ -80,6 +80,12 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert state["members"] == [], "stopped query left consumers in the group"
     metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
     assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
+    # The backlog (Kafka's share-partition lag, once Kafka reports one for the new group) shrinks to
+    # nothing, and the last progress says so.
+    reported = [p["sources"][0]["metrics"].get("backlogRecords") for p in query.recentProgress]
+    backlogs = [int(b) for b in reported if b is not None]
+    assert backlogs == sorted(backlogs, reverse=True), reported
+    assert reported[-1] == "0", reported
     # The same counts per batch on the scan node of the SQL tab (task metrics), summed over the batches.
     after = scan_task_metrics(spark)
     per_batch = {name: after.get(name, 0) - before.get(name, 0) for name in after}
@@ -124,6 +130,11 @@ def test_two_queries_in_one_group_split_the_records(
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     assert all(outputs), f"one query got nothing: {[len(o) for o in outputs]}"
     assert not set(outputs[0]) & set(outputs[1])
+    # While records remained, the queries' progress showed the group's backlog.
+    backlogs = [
+        int(p["sources"][0]["metrics"].get("backlogRecords", 0)) for q in queries for p in q.recentProgress
+    ]
+    assert max(backlogs) > 0, backlogs
 
 
 def test_failed_task_releases_its_records_and_they_come_back(

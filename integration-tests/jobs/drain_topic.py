@@ -15,6 +15,8 @@ of its tasks (run with local-cluster[...]).
 `--lock-timeout-ms`); `--pause-jvm-s` stops the JVM between two reads of that batch, so that the
 locks expire unrenewed.
 
+A run that finishes writes its last progress's source metrics to `<out>/metrics.json`.
+
 `--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
 are kept in `<out>/killed.json` when the sink got to see them):
 - `tasks-running`: while the batch's tasks are reading (a slow sink-side evaluation is under way);
@@ -233,6 +235,8 @@ query.awaitTermination()
 for progress in query.recentProgress:
     source = progress["sources"][0]
     print(f"batch {progress['batchId']}: {source['numInputRows']} rows, {source['metrics']}", file=sys.stderr)
+if query.lastProgress:  # the run's counters so far: the source metrics are totals since the query started
+    (out / "metrics.json").write_text(json.dumps(query.lastProgress["sources"][0]["metrics"]))
 jsc = spark.sparkContext._jsc
 assert jsc is not None
 (out / "executors.txt").write_text(str(jsc.sc().getExecutorMemoryStatus().size() - 1))

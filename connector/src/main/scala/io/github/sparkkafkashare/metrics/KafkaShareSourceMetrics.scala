@@ -28,6 +28,9 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
       Replayed -> replayed)
   }
 
+  /** Acknowledgements sent, of every type. */
+  def acknowledged: Long = accepted.value + released.value + rejected.value
+
   /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
   def report(backlog: Option[Long], dedupState: Option[Long]): Map[String, String] =
     counters.map { case (metric, accumulator) => metric.name -> accumulator.value.toString }.toMap ++

@@ -6,6 +6,7 @@ import java.util.concurrent.TimeUnit
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
@@ -88,6 +89,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var topicsChecked: Option[Long] = None
   private var lastBacklog: Option[Long] = None
   private var backlogChecked: Option[Long] = None
+  /** [[KafkaShareSourceMetrics.acknowledged]] when the backlog was last asked for. */
+  private var acknowledgedAtBacklogCheck = 0L
   /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
   private var recordsFlowing = false
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
@@ -239,7 +242,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
-    (counters.report(lastBacklog, dedupState) + ("consumers" -> parallelism.toString)).asJava
+    (counters.report(reportedBacklog(), dedupState) + ("consumers" -> parallelism.toString)).asJava
 
   /**
    * Settles what the consumers hold (ACCEPT for batches the commit log shows committed, RELEASE
@@ -265,11 +268,30 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * (unknown, so a round runs) while the cluster is unreachable.
    */
   private def checkBacklog(force: Boolean): Option[Long] = {
-    if (force || due(backlogChecked)) {
-      lastBacklog = outage.attempt("reading the group's backlog") { refreshTopics(); backlog.refresh(topics) }.flatten
-      backlogChecked = Some(System.nanoTime())
+    if (force || due(backlogChecked)) lastBacklog = outage.attempt("reading the group's backlog")(lookUpBacklog()).flatten
+    lastBacklog
+  }
+
+  /**
+   * The backlog a progress report shows: asked again once records were acknowledged since the last
+   * answer (the backlog shrank, as it does every batch while records flow), else at most every
+   * [[MetadataRefreshNanos]]. While the cluster is unreachable it is left out: only planning's
+   * lookups count towards `fetchOffset.numRetries`.
+   */
+  private def reportedBacklog(): Option[Long] = {
+    if (counters.acknowledged != acknowledgedAtBacklogCheck || due(backlogChecked)) {
+      lastBacklog = try lookUpBacklog() catch {
+        case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
+      }
     }
     lastBacklog
+  }
+
+  private def lookUpBacklog(): Option[Long] = {
+    backlogChecked = Some(System.nanoTime())
+    acknowledgedAtBacklogCheck = counters.acknowledged
+    refreshTopics()
+    backlog.refresh(topics)
   }
 
   /** The newest batch id in Spark's commit log (`<checkpoint>/commits/<batchId>`), if readable. */
