@@ -13,7 +13,7 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      once tuned to spread records over consumers (`share.acquire.mode=record_limit`,
      `max.poll.records=250`);
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
-     with a 1 s trigger: the driver JVM's CPU use over 20 s;
+     with a 1 s trigger: the driver JVM's CPU use over 20 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each.
 
 Throughput is given end to end (query start to end, as the perf tool measures) and from the first
@@ -270,13 +270,28 @@ def idle_cpu(
     """Share of one core the driver JVM (executor too, in local mode) uses while a drained stream idles."""
     writer = read_stream(spark, source, topic, "bench-idle").load().writeStream.format("noop")
     query = (writer.trigger(processingTime=trigger) if trigger else writer).start()
-    jvm = spark._jvm
-    assert jvm is not None
-    jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
     while sum(p["numInputRows"] for p in query.recentProgress) < records:
         time.sleep(1)  # until the topic is drained
     time.sleep(10)  # and the stream has settled its last batch
-    cpu_before, started, progress_before = _cpu_seconds(jvm_pid), time.monotonic(), len(query.recentProgress)
+    progress_before = len(query.recentProgress)
+    measured = jvm_cpu(spark, seconds)
+    # Spark also reports progress every 10 s while no batch runs; only a batch has an addBatch time.
+    batches = sum(1 for p in query.recentProgress[progress_before:] if "addBatch" in p["durationMs"])
+    query.stop()
+    return {
+        "scenario": f"idle) {source}, drained, {trigger or 'default'} trigger",
+        "partitions": 4,
+        **measured,
+        "batches_while_idle": batches,
+    }
+
+
+def jvm_cpu(spark: SparkSession, seconds: int) -> dict[str, Any]:
+    """The driver JVM's CPU use over `seconds`, as a share of one core: in all, and by thread role."""
+    jvm = spark._jvm
+    assert jvm is not None
+    jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
+    cpu_before, started = _cpu_seconds(jvm_pid), time.monotonic()
     threads_before = _thread_cpu_seconds(spark)
     time.sleep(seconds)
     cpu_s = _cpu_seconds(jvm_pid) - cpu_before
@@ -287,15 +302,9 @@ def idle_cpu(
         role = _thread_role(name)
         by_role[role] = by_role.get(role, 0.0) + cpu - threads_before.get(thread_id, (name, 0.0))[1]
     by_role["JVM itself (GC, JIT)"] = cpu_s - sum(by_role.values())
-    # Spark also reports progress every 10 s while no batch runs; only a batch has an addBatch time.
-    batches = sum(1 for p in query.recentProgress[progress_before:] if "addBatch" in p["durationMs"])
-    query.stop()
     return {
-        "scenario": f"idle) {source}, drained, {trigger or 'default'} trigger",
-        "partitions": 4,
         "core_share_pct": 100 * cpu_s / elapsed,
         "core_share_pct_by_thread": {role: round(100 * cpu / elapsed, 2) for role, cpu in by_role.items()},
-        "batches_while_idle": batches,
     }
 
 
@@ -364,6 +373,13 @@ def main() -> None:
                 share = kafka_share(spark, scenario, topic, consumers, args.records, 0, None, group_config)
                 results.append(share | {"partitions": partitions, "variant": variant.strip() or "default"})
         print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
+    if "idle" in SECTIONS:
+        # The same JVM with no query running (settled first): what an idle stream adds is measured
+        # against this.
+        time.sleep(10)
+        baseline = jvm_cpu(spark, 20)
+        results.append({"scenario": "idle) no query (the JVM's own use)", "partitions": 4, **baseline})
+        print(json.dumps(results[-1]), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         for source in ("kafka-share", "kafka"):
             results.append(idle_cpu(spark, source, topic_4p, args.records, trigger))
@@ -443,6 +459,12 @@ def print_table(results: list[dict[str, Any]]) -> None:
                     f"d {variant} ({measure}): P2/P1 {work[2][measure] / p1:.2f}, P4/P1 {p4 / p1:.2f}, "
                     f"P4 against the kafka source {p4 / work_source[measure]:.2f}"
                 )
+    baseline = next((r for r in results if r["scenario"].startswith("idle) no query")), None)
+    for r in results:
+        if baseline and r["scenario"].startswith("idle)") and r is not baseline:
+            added = r["core_share_pct"] - baseline["core_share_pct"]
+            total = r["core_share_pct"]
+            print(f"{r['scenario']}: {total:.2f}% of a core, {added:.2f}% over the JVM with no query")
     by_strategy = {r["strategy"]: r for r in results if "strategy" in r}
     for strategy, r in by_strategy.items():
         cost = r["records_per_s"] / by_strategy["none"]["records_per_s"]
