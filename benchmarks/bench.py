@@ -373,17 +373,18 @@ def main() -> None:
                 share = kafka_share(spark, scenario, topic, consumers, args.records, 0, None, group_config)
                 results.append(share | {"partitions": partitions, "variant": variant.strip() or "default"})
         print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
-    if "idle" in SECTIONS:
-        # The same JVM with no query running (settled first): what an idle stream adds is measured
-        # against this.
-        time.sleep(10)
-        baseline = jvm_cpu(spark, 20)
-        results.append({"scenario": "idle) no query (the JVM's own use)", "partitions": 4, **baseline})
-        print(json.dumps(results[-1]), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         for source in ("kafka-share", "kafka"):
             results.append(idle_cpu(spark, source, topic_4p, args.records, trigger))
         print(json.dumps(results[-2:]), flush=True)
+    if "idle" in SECTIONS:
+        # The same JVM with no query running, measured after the idle queries (before them, it is
+        # still busy after the drains, compiling and collecting): what an idle stream adds is
+        # measured against this.
+        time.sleep(10)
+        baseline = jvm_cpu(spark, 20)
+        results.append({"scenario": "idle) no query (the JVM's own use)", "partitions": 4, **baseline})
+        print(json.dumps(results[-1]), flush=True)
     if "d" in SECTIONS:
         work_topic = make_topic(1, args.work_records)
         source = spark_kafka_source(spark, "d) 1 ms/record kafka source", work_topic, args.work_records, 1)

@@ -59,6 +59,20 @@ def duplicates_allowed(strategy: str, stage: str) -> bool:
     return strategy == "none" or stage == "sink-written"
 
 
+def upserted(expected: list[str], db: Path, *jobs: Path) -> list[str]:
+    """The values the `upsert` sink's table holds, once it is clear that some record reached the sink
+    more than once (in the deliveries of the jobs that ran in these directories)."""
+    deliveries = [
+        json.loads(line)[0]
+        for job in jobs
+        for line in (job / "out" / "deliveries.json").read_text().splitlines()
+    ]
+    _, redelivered = lost_and_duplicated(expected, deliveries)
+    assert redelivered, "no record reached the sink twice: the fault did not exercise the upsert"
+    with sqlite3.connect(db) as connection:
+        return [value for (value,) in connection.execute("SELECT value FROM records")]
+
+
 @cases("stage", {("sink-written",)}, ["sink-written", "committed"])
 def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_killed(
     kafka: KafkaCluster, group: str, tmp_path: Path, stage: str
@@ -72,13 +86,7 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", stage) != 0, "the driver was not killed"
     assert run_drain_job(topic, group, tmp_path, *job) == 0
 
-    deliveries = [
-        json.loads(line)[0] for line in (tmp_path / "out" / "deliveries.json").read_text().splitlines()
-    ]
-    _, redelivered = lost_and_duplicated(expected, deliveries)
-    assert redelivered, "no record reached the sink twice: the fault did not exercise the upsert"
-    with sqlite3.connect(tmp_path / "out" / "sink.db") as db:
-        stored = [value for (value,) in db.execute("SELECT value FROM records")]
+    stored = upserted(expected, tmp_path / "out" / "sink.db", tmp_path)
     assert_and_record(kafka, group, "idempotent", f"driver SIGKILL: {stage}", expected, stored, dup_ok=False)
 
 
@@ -237,44 +245,68 @@ def test_a_batch_is_read_again_after_its_locks_expired_unrenewed(
     assert_and_record(kafka, group, strategy, fault, expected, got, dup_ok=strategy == "none")
 
 
-@cases("strategy", {("two-phase-commit",)}, STRATEGIES)
+BROKER_RESTART_MOMENTS = {
+    "after-a-batch": "broker restart mid-stream",
+    "inside-a-round": "broker restart while a batch holds its records",
+}
+
+
+@cases(
+    "strategy,moment",
+    {("two-phase-commit", "after-a-batch"), ("checkpoint-dedup", "inside-a-round")},
+    STRATEGIES,
+    BROKER_RESTART_MOMENTS,
+)
 def test_the_broker_restarts_mid_stream(
-    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+    kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str, moment: str
 ) -> None:
     """The restart outlasts the driver's Admin timeout, made short here: the query waits it out
-    (option fetchOffset.numRetries) while its consumers reconnect."""
+    (option fetchOffset.numRetries) while its consumers reconnect. `inside-a-round` restarts it while
+    the consumers hold a batch's records that the sink has read and not yet written (the broker
+    forgets their acquisition, so the acknowledgements after the commit find them handed out again)."""
     topic = kafka.new_topic(partitions=2)
     expected = values(20_000)
     kafka.produce(topic, expected, key=str)
     job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
     job += ("--option", "kafka.default.api.timeout.ms=3000", "--option", "fetchOffset.numRetries=100")
+    if moment == "inside-a-round":
+        job += ("--slow-batch-s", "12")
     running = start_drain_job(topic, group, tmp_path, *job)
     try:
-        wait_until(
-            lambda: any(f.stat().st_size > 2 for f in (tmp_path / "out").glob("batch-*.json")), 120, "a batch"
-        )
+        if moment == "inside-a-round":
+            wait_until(lambda: (tmp_path / "out" / "slow-batch").exists(), 120, "a batch held in the sink")
+        else:
+            wait_until(
+                lambda: any(f.stat().st_size > 2 for f in (tmp_path / "out").glob("batch-*.json")),
+                120,
+                "a batch",
+            )
         local_broker("restart")
         assert running.wait(timeout=300) == 0
     finally:
         running.kill()
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     got = [value for value, _ in drained_rows(tmp_path)]
-    assert_and_record(
-        kafka, group, strategy, "broker restart mid-stream", expected, got, dup_ok=strategy == "none"
-    )
+    fault = BROKER_RESTART_MOMENTS[moment]
+    assert_and_record(kafka, group, strategy, fault, expected, got, dup_ok=strategy == "none")
 
 
-@cases("strategy", {("none",)}, STRATEGIES)
+@cases("strategy", {("none",), ("idempotent",)}, [*STRATEGIES, "idempotent"])
 def test_two_queries_share_a_group_and_one_is_killed(
     kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
 ) -> None:
+    """Every strategy deduplicates within one query only: the killed query's records come back to
+    either query, so both can write them. `idempotent` has both queries upsert into one table keyed by
+    the record coordinates, which absorbs that (docs/delivery-guarantees.md says why nothing else can)."""
     topic = kafka.new_topic(partitions=2)
     expected = values(6_000)
     kafka.produce(topic, expected, key=str)
-    job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
+    upsert = strategy == "idempotent"
+    sink = ("--sink", "upsert", "--sink-db", str(tmp_path / "sink.db")) if upsert else ("--sink", "skip")
+    job = ("--strategy", strategy, *sink, "--max-records-per-trigger", "500")
     # Query a takes its first batch and dies once query b has run a batch: both are in the group then,
     # however slowly either starts (started together, the first up could drain the topic alone).
-    b_ran = tmp_path / "b" / "out" / "batch-0.json"
+    b_ran = tmp_path / "b" / "out" / ("deliveries.json" if upsert else "batch-0.json")
     kill = ("--kill-at", "sink-written", "--kill-once-exists", str(b_ran))
     killed = start_drain_job(topic, group, tmp_path / "a", *job, *kill)
     survivor = None
@@ -288,9 +320,10 @@ def test_two_queries_share_a_group_and_one_is_killed(
         if survivor:
             survivor.kill()
     assert run_drain_job(topic, group, tmp_path / "a", *job) == 0  # query a restarts from its checkpoint
-    got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]
-    # The killed query's records come back to either query; only its own checkpoint knows them, so the
-    # other query can deliver them again: no strategy dedups across queries.
-    assert_and_record(
-        kafka, group, strategy, "two queries in a group, one SIGKILLed", expected, got, dup_ok=True
-    )
+    fault = "two queries in a group, one SIGKILLed"
+    if not upsert:
+        got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]
+        assert_and_record(kafka, group, strategy, fault, expected, got, dup_ok=True)
+        return
+    stored = upserted(expected, tmp_path / "sink.db", tmp_path / "a", tmp_path / "b")
+    assert_and_record(kafka, group, strategy, fault, expected, stored, dup_ok=False)

@@ -4,8 +4,9 @@ The sink writes each batch to `<out>/batch-<id>.json`, idempotent per batch id i
 `--sink overwrite` replaces the file (like foreachBatch keyed by batch id), `--sink skip` keeps an
 existing one (like the file sink and Delta, which skip a batch id they already committed). `--sink
 upsert` is the `idempotent` strategy's JDBC recipe instead: rows upserted into SQLite
-(`<out>/sink.db`) keyed by (topic, partition, offset), with every delivery also appended to
-`<out>/deliveries.json` lines so the test can count what reached the sink.
+(`--sink-db`, `<out>/sink.db` by default; queries may share one) keyed by (topic, partition, offset),
+with every delivery also appended to `<out>/deliveries.json` lines so the test can count what reached
+the sink.
 
 `--fault task-failure` fails one task attempt of the first batch with records (run with a master that
 retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
@@ -52,6 +53,7 @@ parser.add_argument("--parallelism", default="2")
 parser.add_argument("--lock-timeout-ms", default="15000")
 parser.add_argument("--strategy", default="none")
 parser.add_argument("--sink", choices=["overwrite", "skip", "upsert"], default="overwrite")
+parser.add_argument("--sink-db", help="--sink upsert: the SQLite file (default <out>/sink.db)")
 parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
 parser.add_argument(
     "--kill-once-exists",
@@ -155,7 +157,8 @@ def upsert(batch: DataFrame) -> None:
     rows = batch.selectExpr(
         "topic", "partition", "offset", "cast(value as string) v", "deliveryCount"
     ).collect()
-    with sqlite3.connect(out / "sink.db") as db:
+    # Another query's job may be writing the same file: wait for its lock rather than fail.
+    with sqlite3.connect(args.sink_db or out / "sink.db", timeout=60) as db:
         db.execute(
             "CREATE TABLE IF NOT EXISTS records (topic TEXT, partition INT, offset INT, value TEXT, "
             "delivery_count INT, PRIMARY KEY (topic, partition, offset))"
