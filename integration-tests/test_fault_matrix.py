@@ -114,12 +114,12 @@ def test_driver_killed_then_restarted_from_the_checkpoint(
     assert_and_record(kafka, group, strategy, f"driver SIGKILL: {stage}", expected, got, dup_ok=dup_ok)
     if not dup_ok and stage != "tasks-running":
         # The killed batch reached the sink and its records were never acknowledged: the restart is
-        # handed every one of them again, drops each (the source metrics say so) and ACCEPTs it.
+        # handed every one of them again, drops each (the source metrics say so) and ACCEPTs it (with
+        # its next poll, or as the query stops: `backlogRecords` may still count them at the end).
         killed = json.loads((tmp_path / "out" / "killed.json").read_text())
         metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
         assert int(metrics["recordsDeduplicated"]) == len(killed), metrics
         assert metrics["recordsAccepted"] == metrics["recordsAcquired"], metrics
-        assert metrics["backlogRecords"] == "0", metrics
 
 
 @FULL_MATRIX_ONLY

@@ -130,12 +130,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val thisRound = index.loggedByOtherSlots(partition.round, partition.slot, coordinates) -- earlier
     val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
     counts.add(_.deduplicated, earlier.size + thisRound.size)
-    // dropDuplicates ACCEPTed the earlier rounds' records (this round's are settled with the round):
-    // sent on their own, as a settlement is, rather than with the next poll.
-    if (earlier.nonEmpty) {
-      counts.add(_.accepted, earlier.size)
-      slot.flush(ShareConsumerPool.CloseTimeout)
-    }
+    counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
     logRecords(log, kept) // even none: an evaluation of this round elsewhere must find none too
     kept
   }

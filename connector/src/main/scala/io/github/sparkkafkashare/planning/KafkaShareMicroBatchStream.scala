@@ -273,13 +273,15 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   /**
-   * The backlog a progress report shows: asked again once records were acknowledged since the last
-   * answer (the backlog shrank, as it does every batch while records flow), else at most every
-   * [[MetadataRefreshNanos]]. While the cluster is unreachable it is left out: only planning's
-   * lookups count towards `fetchOffset.numRetries`.
+   * The backlog a progress report shows, asked of Kafka at most every [[MetadataRefreshNanos]] while
+   * records flow (a lookup holds the next batch back a few ms), and at once after a round that
+   * acquired nothing acknowledged records, so a stream that has caught up reports what is left, 0 at
+   * the end of a drain. While the cluster is unreachable it is left out: only planning's lookups count
+   * towards `fetchOffset.numRetries`.
    */
   private def reportedBacklog(): Option[Long] = {
-    if (counters.acknowledged != acknowledgedAtBacklogCheck || due(backlogChecked)) {
+    val lastRoundAcquired = lastPlanned.map(counters.acquired.value - _.acquiredBefore).getOrElse(0L)
+    if (due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)) {
       lastBacklog = try lookUpBacklog() catch {
         case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
       }
