@@ -463,8 +463,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
     baseline = next((r for r in results if r["scenario"].startswith("idle) no query")), None)
     for r in results:
         if baseline and r["scenario"].startswith("idle)") and r is not baseline:
-            added = r["core_share_pct"] - baseline["core_share_pct"]
             total = r["core_share_pct"]
+            added = total - baseline["core_share_pct"]
             print(f"{r['scenario']}: {total:.2f}% of a core, {added:.2f}% over the JVM with no query")
     by_strategy = {r["strategy"]: r for r in results if "strategy" in r}
     for strategy, r in by_strategy.items():

@@ -111,7 +111,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
     val startRound = KafkaShareSourceOffset(start).round
-    val heldFromStart = lastPlanned.collect { case p if p.round == startRound => counters.acquired.value - p.acquiredBefore }
+    val heldFromStart = lastPlanned.collect { case p if p.round == startRound => acquiredBy(p) }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
     warnIfLocksExpired()
     recordsFlowing = lastRoundAcquired > 0
@@ -280,7 +280,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * towards `fetchOffset.numRetries`.
    */
   private def reportedBacklog(): Option[Long] = {
-    val lastRoundAcquired = lastPlanned.map(counters.acquired.value - _.acquiredBefore).getOrElse(0L)
+    val lastRoundAcquired = lastPlanned.map(acquiredBy).getOrElse(0L)
     if (due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)) {
       lastBacklog = try lookUpBacklog() catch {
         case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
@@ -288,6 +288,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     }
     lastBacklog
   }
+
+  /** The records a planned round's tasks have acquired so far. */
+  private def acquiredBy(round: PlannedRound): Long = counters.acquired.value - round.acquiredBefore
 
   private def lookUpBacklog(): Option[Long] = {
     backlogChecked = Some(System.nanoTime())
