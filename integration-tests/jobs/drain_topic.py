@@ -88,11 +88,6 @@ spark = (
     SparkSession.builder.master(args.master)
     .config("spark.jars", args.jar)
     .config("spark.executor.memory", "900m")
-    # A slot's task that Spark runs away from the executor of the slot's consumer (after the locality
-    # wait, 3 s by default) leaves that consumer behind, holding its records until the pool's janitor
-    # closes it 5 minutes later: a known issue (docs/user-guide.md). With one core per executor in
-    # local-cluster mode the default wait is reached after an executor dies; wait as users are told to.
-    .config("spark.locality.wait", "30s")
     .config("spark.ui.enabled", "false")
     .getOrCreate()
 )

@@ -17,7 +17,8 @@ import org.apache.spark.kafkashare.ExecutorLocality
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
  * A consumer is closed when its query stops, or by the janitor once unused for [[IdleTimeout]]
- * (its query died without stopping, or its slot moved to another executor). Every
+ * (its query died without stopping, or its slot moved to another executor and never came back).
+ * One whose slot moved releases what it holds at the next task of its query here. Every
  * [[RenewCheckInterval]] the locks of records that wait for their batch to commit are renewed, each
  * slot's on a thread of its own: a renewal waits for the broker (up to 10 s), and neither a slow
  * close nor another slot's slow renewal may hold one back past its locks' expiry.
@@ -72,6 +73,26 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   /** Whether this JVM's consumer of the slot holds what it acquired for `round`. */
   def holdsRound(key: SlotKey, round: Long): Boolean = Option(slots.get(key)).exists(_.holds(round))
+
+  /**
+   * Releases what this JVM's consumers of a run hold for slots whose tasks now run on other
+   * executors (`homes`); see [[ShareConsumerSlot.releaseLeftBehind]]. A consumer in use is skipped:
+   * a task of its own slot settles it. Returns how many records were released.
+   */
+  def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long): Int = {
+    val leftBehind = slots.asScala.toSeq.filter { case (key, _) => key.runId == runId && homes.get(key.slot).exists(_ != here) }
+    leftBehind.map { case (key, slot) =>
+      if (!slot.lock.tryLock()) 0
+      else try {
+        val released = if (slots.get(key) eq slot) slot.releaseLeftBehind(committedThrough, CloseTimeout) else 0
+        if (released > 0) {
+          logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
+            s"executor ${homes(key.slot)}")
+        }
+        released
+      } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
+    }.sum
+  }
 
   /**
    * Closes this JVM's consumers of a query run; returns how many it closed. A consumer whose slot

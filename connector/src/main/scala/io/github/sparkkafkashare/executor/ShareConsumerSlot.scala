@@ -132,6 +132,23 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   }
 
   /**
+   * For a consumer left behind (its slot's tasks now run on another executor, so no task of its
+   * own settles it): RELEASEs what it holds from committed rounds, and what it took in ahead, at
+   * once, instead of renewing their locks until the pool closes it. Records of a later round belong
+   * to a batch still running, and stay. The consumer stays open in case its slot comes back.
+   * Returns how many records of a round it released.
+   */
+  def releaseLeftBehind(committedThrough: Long, timeout: Duration): Int = withConsumer {
+    if (closed || held.exists(_.round > committedThrough) || (held.isEmpty && acquiredAhead.isEmpty)) 0
+    else {
+      val released = settle(committedThrough, AcknowledgementMarks.None, atHome = false).released
+      releaseAcquiredAhead()
+      flush(timeout)
+      released
+    }
+  }
+
+  /**
    * Takes out of what the round hands to Spark the records Spark already has: redeliveries of
    * records an earlier round handed to Spark are ACCEPTed at once (the `checkpoint-dedup` and
    * `two-phase-commit` strategies drop them); records another slot logged for this same round (its

@@ -11,8 +11,8 @@ import org.apache.spark.sql.connector.read.InputPartition
  *                         those rounds are ACCEPTed (or acknowledged as `marks` say), any others
  *                         RELEASEd.
  * @param marks            explicit mode: what user code chose for records of the committed round
- * @param home             the executor whose consumer last read this slot (alive or not): a
- *                         consumer elsewhere that still holds records of the slot was left behind
+ * @param homes            per slot, the executor whose consumer last read it (alive or not): a
+ *                         consumer elsewhere that still holds records of its slot was left behind
  * @param poll             false for a round that only settles (a replayed batch after a restart,
  *                         or the closing round of Trigger.AvailableNow)
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
@@ -25,7 +25,7 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     round: Long,
     committedThrough: Long,
     marks: AcknowledgementMarks,
-    home: Option[String],
+    homes: Map[Int, String],
     poll: Boolean,
     topics: Set[String],
     consumerConfig: Map[String, String],
@@ -42,6 +42,9 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
    * the slot over after the planned one died, and finds the records it holds there.
    */
   @transient private[sparkkafkashare] var currentLocation: () => Option[String] = () => None
+
+  /** The executor whose consumer last read this slot. */
+  def home: Option[String] = homes.get(slot)
 
   override def preferredLocations(): Array[String] = currentLocation().orElse(location).toArray
 

@@ -173,7 +173,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
       val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough),
-        known.get(slot), poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location)
+        known, poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location)
       partition.currentLocation = () => slotLocations.value.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
