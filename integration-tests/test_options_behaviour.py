@@ -95,3 +95,19 @@ def test_lock_timeout_sets_the_group_lock_duration(
     configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["share.record.lock.duration.ms"].value == "20000"
     assert configs["share.auto.offset.reset"].value == "earliest"
+
+
+def test_a_subscribed_topic_that_does_not_exist_yet_has_nothing_to_read_until_it_is_created(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """As with Spark's `kafka` source, subscribing to a topic that does not exist is not an error: a
+    drain finds nothing, and reads the topic once it exists. (Describing the missing topic used to
+    fail the query as an unreachable cluster.)"""
+    topic = f"not-yet-{uuid.uuid4().hex[:8]}"
+    options = {"startingOffsets": "earliest"}
+    assert drain(share_stream(spark, topic, group, **options)) == []
+
+    kafka.new_topic_named(topic, partitions=2)
+    kafka.produce(topic, values(100))
+    rows = [row for batch in drain(share_stream(spark, topic, group, **options)) for row in batch]
+    assert sorted(v for _, v in rows) == values(100)

@@ -10,7 +10,7 @@ import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptio
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException}
+import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
 import org.apache.spark.internal.Logging
 
 /**
@@ -100,8 +100,11 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    */
   def lags(topics: Set[String]): Map[TopicPartition, Option[Long]] = {
     if (topics.isEmpty) return Map.empty
-    val partitions = await("describing topics", admin.describeTopics(topics.asJavaCollection).allTopicNames())
-      .asScala.values.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
+    // A subscribed topic that does not exist (yet) has nothing to read; a share consumer waits for it.
+    val described = admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
+      case (topic, future) => awaitIfExists(s"describing topic '$topic'", future)
+    }
+    val partitions = described.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
     val states = partitionStates()
     partitions.map(tp => tp -> states.get(tp).flatMap(lagOf)).toMap
   }
@@ -109,8 +112,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   /** The log end offset of each partition. */
   def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = {
     if (partitions.isEmpty) return Map.empty
-    val request = partitions.map(tp => tp -> OffsetSpec.latest()).toMap.asJava
-    await("listing end offsets", admin.listOffsets(request).all()).asScala.map { case (tp, info) => tp -> info.offset() }.toMap
+    val listed = admin.listOffsets(partitions.map(tp => tp -> OffsetSpec.latest()).toMap.asJava)
+    partitions.flatMap(tp => awaitIfExists(s"listing the end offset of $tp", listed.partitionResult(tp)).map(tp -> _.offset())).toMap
   }
 
   /**
@@ -155,6 +158,10 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
   override def close(): Unit = admin.close(java.time.Duration.ofSeconds(5))
 
+  /** [[await]], with None for a topic or partition that does not exist (a topic deleted, or not created yet). */
+  private def awaitIfExists[T](action: String, future: KafkaFuture[T]): Option[T] =
+    try Some(await(action, future)) catch { case _: UnknownTopicOrPartitionException => None }
+
   private def await[T](action: String, future: KafkaFuture[T]): T =
     try {
       val answer = future.get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS)
@@ -162,6 +169,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       answer
     } catch {
       case e: TimeoutException => throw unreachable(action, e)
+      case e: ExecutionException if e.getCause.isInstanceOf[UnknownTopicOrPartitionException] =>
+        answered.incrementAndGet() // retriable for Kafka, but an answer: the topic or partition does not exist
+        throw e.getCause
       // Kafka's TimeoutException is retriable too: errors the Admin client retried until its deadline.
       case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
     }
