@@ -62,7 +62,7 @@ demo: $(WHEEL) kafka-up
 	$(VENV_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL)
 	dev/demo
 
-test-scala: $(VENV)/.installed
+test-scala: $(VENV)/.installed kafka-up
 	$(SBT) connector/test < /dev/null
 
 lint: $(VENV)/.installed

@@ -9,7 +9,6 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import org.apache.spark.internal.Logging
-import org.apache.spark.kafkashare.ExecutorLocality
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot
@@ -96,12 +95,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   /**
    * Closes this JVM's consumers of a query run; returns how many it closed. A consumer whose slot
-   * last ran elsewhere (`slotHomes`) is one its tasks left behind: what it holds may not be what
-   * the committed batch read there, so it RELEASEs everything rather than ACCEPT.
+   * last ran on another executor than `here` (`slotHomes`) is one its tasks left behind: what it
+   * holds may not be what the committed batch read there, so it RELEASEs everything rather than ACCEPT.
    */
-  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String]): Int = {
+  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
+      here: String): Int = {
     DeliveredRecordsIndex.forget(runId)
-    val here = ExecutorLocality.currentExecutor()
     slots.keySet().asScala.filter(_.runId == runId).toSeq.count { key =>
       if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks)
       else close(key, committedThrough = -1L, AcknowledgementMarks.None)

@@ -24,8 +24,8 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
       slotHomes: Map[Int, String],
       committedThrough: Long,
       marks: AcknowledgementMarks): Unit = {
-    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes)
     val here = ExecutorLocality.currentExecutor()
+    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes, here)
     // Every live executor: a slot's tasks may have left a consumer behind on one that no slot calls home.
     val executors = ExecutorLocality.sortedExecutors().filterNot(_ == here)
     if (executors.nonEmpty && !session.sparkContext.isStopped) {
@@ -46,7 +46,9 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
       try {
         sc.clearJobTags()
         sc.setJobGroup(s"kafka-share-close-$runId", "kafka-share: close share consumers", interruptOnCancel = false)
-        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes))
+        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach { _ =>
+          ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes, ExecutorLocality.currentExecutor())
+        }
       } catch {
         case NonFatal(e) => logWarning("Closing share consumers on executors failed; idle ones close by themselves", e)
       }

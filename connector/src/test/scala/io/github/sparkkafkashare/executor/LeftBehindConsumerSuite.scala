@@ -1,0 +1,119 @@
+package io.github.sparkkafkashare.executor
+
+import java.time.Duration
+import java.util.UUID
+import java.util.concurrent.TimeUnit.SECONDS
+
+import scala.concurrent.{Await, Future}
+import scala.concurrent.ExecutionContext.Implicits.global
+import scala.concurrent.duration._
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
+import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
+import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
+import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
+import org.apache.kafka.common.config.ConfigResource
+import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
+import org.scalatest.BeforeAndAfterAll
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * A consumer left behind on an executor (Spark now runs its slot's tasks elsewhere), against the
+ * local broker (`make kafka-up`, or KAFKA_BOOTSTRAP_SERVERS): what it holds of committed rounds goes
+ * back to the group at once, while it would otherwise renew those locks until the pool closes it.
+ * Which records another member of the group can then acquire is the broker's answer.
+ */
+class LeftBehindConsumerSuite extends AnyFunSuite with BeforeAndAfterAll {
+
+  private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
+  private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
+  private val here = "executor_host_1"
+  private val elsewhere = "executor_host_2"
+
+  override def afterAll(): Unit = admin.close()
+
+  /** A one-partition topic of `n` records, and a group that reads it from the start. */
+  private def topicAndGroup(n: Int): (String, String) = {
+    val id = UUID.randomUUID().toString.take(8)
+    val (topic, group) = (s"left-behind-$id", s"g-left-behind-$id")
+    admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
+    val producer = new KafkaProducer[String, String](
+      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
+    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
+    val earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)
+    val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
+    admin.incrementalAlterConfigs(Map(resource -> Seq(earliest).asJavaCollection).asJava).all().get(30, SECONDS)
+    (topic, group)
+  }
+
+  private def config(group: String, clientId: String): java.util.Map[String, Object] =
+    Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group, "client.id" -> clientId,
+      "share.acknowledgement.mode" -> "explicit").asJava
+
+  /** Slot 1 of a run polls `round`, and its task gives it back: the offsets it now holds. */
+  private def slotHolding(run: String, round: Long, topic: String, group: String): Set[Long] = {
+    val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), 30000L, renewLocks = true)
+    try slot.pollRound(round, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset()).toSet
+    finally ShareConsumerPool.giveBack(slot)
+  }
+
+  /** What another member of the group acquires within `seconds`, by offset, with its delivery count. */
+  private def acquiredByAnotherMember(topic: String, group: String, seconds: Int): Map[Long, Int] = {
+    val other = new KafkaShareConsumer(config(group, "other-member"), new ByteArrayDeserializer, new ByteArrayDeserializer)
+    try {
+      other.subscribe(Seq(topic).asJava)
+      val deadline = System.nanoTime() + SECONDS.toNanos(seconds)
+      var acquired = Map.empty[Long, Int]
+      while (System.nanoTime() < deadline) {
+        other.poll(Duration.ofMillis(200)).forEach { r =>
+          acquired += r.offset() -> KafkaShareRows.deliveryCount(r)
+          other.acknowledge(r, AcknowledgeType.ACCEPT)
+        }
+      }
+      acquired
+    } finally other.close()
+  }
+
+  /** Runs `body(run, topic, group, held)` once slot 1 of a new run holds records of `round`; closes the run after. */
+  private def withSlotHolding(round: Long)(body: (String, String, String, Set[Long]) => Unit): Unit = {
+    val (topic, group) = topicAndGroup(100)
+    val run = UUID.randomUUID().toString
+    try {
+      val held = slotHolding(run, round, topic, group)
+      assert(held.nonEmpty)
+      body(run, topic, group, held)
+    } finally ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
+  }
+
+  test("a consumer left behind releases what it holds of a committed round, and stays open for its slot") {
+    withSlotHolding(round = 0) { (run, topic, group, held) =>
+      val released = ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0)
+      assert(released == held.size)
+      // The locks last 30 s and would be renewed: only the release lets another member have them now.
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      assert(held.subsetOf(redelivered.keySet))
+      assert(held.forall(offset => redelivered(offset) == 2), redelivered)
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0) == 0)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0) === false)
+      val again = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      try assert(again.heldFor(0).isEmpty) finally ShareConsumerPool.giveBack(again)
+    }
+  }
+
+  test("keeps what belongs to a batch not yet committed, to a slot at home, or to a slot a task is using") {
+    withSlotHolding(round = 1) { (run, topic, group, held) =>
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0) == 0)
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> here), here, committedThrough = 1) == 0)
+      assert(ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1) == 0)
+      // A task holds the slot (tasks run on threads of their own): the release skips it.
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      try {
+        val fromAnotherTask = Future(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1))
+        assert(Await.result(fromAnotherTask, 30.seconds) == 0)
+      } finally ShareConsumerPool.giveBack(task)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
+    }
+  }
+}
