@@ -104,8 +104,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         counts.add(_.accepted, settled.accepted)
         counts.add(_.released, settled.released)
         counts.add(_.rejected, settled.rejected)
-        counts.add(_.released, ShareConsumerPool.releaseLeftBehind(partition.runId, partition.homes - partition.slot,
-          here, partition.committedThrough))
+        counts.add(_.released, ShareConsumerPool.releaseLeftBehind(partition.runId, partition.homes, here,
+          partition.committedThrough))
         // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
         // fetch carrying them has been seen to hand the same records back to this client again and again.
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)

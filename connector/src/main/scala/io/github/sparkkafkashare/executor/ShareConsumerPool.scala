@@ -75,13 +75,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   /**
    * Releases what this JVM's consumers of a run hold for slots whose tasks now run on other
-   * executors (`homes`); see [[ShareConsumerSlot.releaseLeftBehind]]. A consumer in use is skipped:
-   * a task of its own slot settles it. Returns how many records were released.
+   * executors (`homes`); see [[ShareConsumerSlot.releaseLeftBehind]]. A consumer in use is skipped,
+   * the calling task's own included (its lock is reentrant, so tryLock alone would take it): a task
+   * of its own slot settles it. Returns how many records were released.
    */
   def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long): Int = {
     val leftBehind = slots.asScala.toSeq.filter { case (key, _) => key.runId == runId && homes.get(key.slot).exists(_ != here) }
     leftBehind.map { case (key, slot) =>
-      if (!slot.lock.tryLock()) 0
+      if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) 0
       else try {
         val released = if (slots.get(key) eq slot) slot.releaseLeftBehind(committedThrough, CloseTimeout) else 0
         if (released > 0) {

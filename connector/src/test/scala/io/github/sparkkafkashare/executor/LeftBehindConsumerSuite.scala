@@ -106,9 +106,10 @@ class LeftBehindConsumerSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0) == 0)
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> here), here, committedThrough = 1) == 0)
       assert(ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1) == 0)
-      // A task holds the slot (tasks run on threads of their own): the release skips it.
+      // A task holds the slot: a release from another task skips it, and so does one from the task itself.
       val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
       try {
+        assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1) == 0)
         val fromAnotherTask = Future(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1))
         assert(Await.result(fromAnotherTask, 30.seconds) == 0)
       } finally ShareConsumerPool.giveBack(task)
