@@ -16,6 +16,14 @@ of its tasks (run with local-cluster[...]).
 `--lock-timeout-ms`); `--pause-jvm-s` stops the JVM between two reads of that batch, so that the
 locks expire unrenewed.
 
+`--occupy-executor-s` starts, at the first batch with records (with `--max-records-per-trigger`, the
+first that read that many, so that every consumer holds records), a job that keeps one executor's only
+core busy this long (run with local-cluster[N,1,...]): the query's slots there move to the other
+executors, and their consumers stay behind on a live executor that no task of the query comes back
+to. It comes with `--stop-once-read N`: the query then runs with the default trigger until the sink
+has read N distinct values (or the occupying job ends), writes whether it read them all to
+`<out>/read-all.txt`, and stops.
+
 A run that finishes writes its last progress's source metrics to `<out>/metrics.json`.
 
 `--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
@@ -81,8 +89,22 @@ parser.add_argument(
     type=int,
     help="explicit mode: RELEASE the first delivery of every record whose value ends in a multiple of N",
 )
+parser.add_argument(
+    "--occupy-executor-s",
+    type=float,
+    help="from the first batch with records, a job of its own keeps one executor's only core busy this long",
+)
+parser.add_argument(
+    "--stop-once-read",
+    type=int,
+    metavar="N",
+    help="with --occupy-executor-s: run with the default trigger until the sink has read N distinct values",
+)
 args = parser.parse_args()
 out = Path(args.out)
+read_values: set[str] = set()
+# A batch in which every consumer read its share of --max-records-per-trigger: all slots hold records.
+full_batch = int(args.max_records_per_trigger or 1)
 
 spark = (
     SparkSession.builder.master(args.master)
@@ -153,6 +175,32 @@ def with_fault(value: str) -> str:
     return value
 
 
+def occupy(_: int) -> None:
+    """On an executor: the first task to get here keeps its executor's core busy; others end at once."""
+    if first_time("occupied-executor"):
+        (out / "occupied-executor").write_text(str(executor_jvm_pid()))
+        time.sleep(args.occupy_executor_s)
+
+
+def occupy_an_executor() -> None:
+    """Starts the occupying job (one task per executor, all cores free), and returns once it runs."""
+    sc = spark.sparkContext
+
+    def run() -> None:
+        sc.setJobGroup("occupy-executor", "keeps one executor busy", interruptOnCancel=True)
+        try:
+            sc.parallelize(range(2), 2).foreach(occupy)
+        except Exception:  # cancelled when the query stops
+            pass
+
+    threading.Thread(target=run, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not (out / "occupied-executor").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the occupying job did not start within 60 s")
+        time.sleep(0.1)
+
+
 def upsert(batch: DataFrame) -> None:
     rows = batch.selectExpr(
         "topic", "partition", "offset", "cast(value as string) v", "deliveryCount"
@@ -206,13 +254,17 @@ def sink(batch: DataFrame, batch_id: int) -> None:
     if args.slow_batch_s and rows and first_time("slow-batch"):
         time.sleep(args.slow_batch_s)
     target.write_text(json.dumps(rows))
+    read_values.update(value for value, _ in rows)
+    # After the batch's last evaluation, so that what the consumers there hold is what the sink wrote.
+    if args.occupy_executor_s and len(rows) >= full_batch and first_time("occupy-started"):
+        occupy_an_executor()
     if args.kill_at in ("sink-written", "committed") and rows and not (out / "killed.json").exists():
         (out / "killed.json").write_text(json.dumps(rows))
         if args.kill_at == "sink-written":
             kill_driver()
 
 
-query = (
+writer = (
     spark.readStream.format("kafka-share")
     .option("kafka.bootstrap.servers", args.bootstrap)
     .option("kafka.share.group.id", args.group)
@@ -230,10 +282,20 @@ query = (
     .load()
     .writeStream.foreachBatch(sink)
     .option("checkpointLocation", args.checkpoint)
-    .trigger(availableNow=True)
-    .start()
 )
-query.awaitTermination()
+if args.stop_once_read:
+    query = writer.start()
+    started = time.monotonic()
+    while len(read_values) < args.stop_once_read and query.isActive:
+        if args.occupy_executor_s and time.monotonic() - started > args.occupy_executor_s:
+            break
+        time.sleep(0.2)
+    (out / "read-all.txt").write_text(str(len(read_values) >= args.stop_once_read))
+    spark.sparkContext.cancelJobGroup("occupy-executor")  # frees the executor before the query stops
+    query.stop()
+else:
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
 # On stderr, which a failing test shows: what each batch read and how the source settled records.
 for progress in query.recentProgress:
     source = progress["sources"][0]

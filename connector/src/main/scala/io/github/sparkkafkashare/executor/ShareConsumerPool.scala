@@ -9,15 +9,17 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import org.apache.spark.internal.Logging
+import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry}
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot
  * of each running query. They outlive tasks on purpose: a consumer per task would churn group
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
- * A consumer is closed when its query stops, or by the janitor once unused for [[IdleTimeout]]
- * (its query died without stopping, or its slot moved to another executor and never came back).
- * One whose slot moved releases what it holds at the next task of its query here. Every
+ * A consumer is closed when its query stops, or by the janitor ([[tidy]]) once unused for
+ * [[IdleTimeout]]. One whose slot moved to another executor releases what it holds at the next
+ * task of its query here (and stays open, in case the slot comes back soon), or when the janitor
+ * finds it unused (and leaves the group), whichever comes first. Every
  * [[RenewCheckInterval]] the locks of records that wait for their batch to commit are renewed, each
  * slot's on a thread of its own: a renewal waits for the broker (up to 10 s), and neither a slow
  * close nor another slot's slow renewal may hold one back past its locks' expiry.
@@ -25,6 +27,8 @@ import org.apache.spark.internal.Logging
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   val IdleTimeout: Duration = Duration.ofMinutes(5)
+  /** How often the janitor looks at consumers no task uses, and how long one must have been unused. */
+  val TidyInterval: Duration = Duration.ofSeconds(5)
   val CloseTimeout: Duration = Duration.ofSeconds(30)
   /** Well under the shortest lock a broker allows (group.share.min.record.lock.duration.ms, 1 s at least). */
   val RenewCheckInterval: Duration = Duration.ofMillis(200)
@@ -33,10 +37,11 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
 
-  /** Runs the janitor ([[closeIdle]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
+  /** Runs the janitor ([[tidy]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
   private lazy val background: ScheduledExecutorService = {
     val executor = Executors.newScheduledThreadPool(2, daemonThreads("kafka-share-consumer-pool"))
-    executor.scheduleWithFixedDelay(() => closeIdle(), 30, 30, TimeUnit.SECONDS)
+    executor.scheduleWithFixedDelay(() => tidy(ExecutorLocality.currentExecutor()), TidyInterval.toMillis,
+      TidyInterval.toMillis, TimeUnit.MILLISECONDS)
     executor.scheduleWithFixedDelay(() => renewLocks(), RenewCheckInterval.toMillis, RenewCheckInterval.toMillis,
       TimeUnit.MILLISECONDS)
     executor
@@ -128,14 +133,42 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     }
   }
 
-  private def closeIdle(): Unit = {
-    val cutoff = System.nanoTime() - IdleTimeout.toNanos
-    slots.asScala.foreach { case (key, slot) =>
-      if (!slot.lock.isLocked && slot.lastUsedNanos < cutoff) {
-        logInfo(s"Closing the share consumer of slot ${key.slot} of run ${key.runId}: unused for $IdleTimeout")
-        // settled by what the slot itself last learned was committed
-        close(key, committedThrough = -1L, AcknowledgementMarks.None)
-      }
+  /**
+   * The janitor, for consumers no task has used for `unusedFor`: asks the driver about their query
+   * run ([[QueryRunRegistry]]), once per run. A consumer of a running query whose slot now lives on
+   * another executor RELEASEs what it holds of committed rounds and leaves the group, even if no task
+   * of the query comes back here: while a member, it keeps partitions assigned to it that no one
+   * reads. A consumer unused for `idleTimeout` is closed too, unless its run is running and it holds
+   * records of a batch not yet committed: a batch may take longer than that (a slow foreachBatch),
+   * and its records must stay locked until it commits. An unknown run (stopped, or the driver did
+   * not answer) is settled by what the consumer itself last learned was committed.
+   */
+  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = IdleTimeout)
+      : Unit = try {
+    val now = System.nanoTime()
+    def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
+    slots.asScala.toSeq.filter { case (_, slot) => unused(slot, unusedFor) }.groupBy(_._1.runId).foreach {
+      case (runId, unusedSlots) =>
+        val run = QueryRunRegistry.lookUp(runId)
+        run.foreach { state =>
+          val released = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
+          if (released > 0) QueryRunRegistry.reportReleased(runId, released)
+        }
+        unusedSlots.foreach { case (key, slot) =>
+          val movedTo = run.flatMap(_.homes.get(key.slot)).filter(_ != here)
+          val closing = run match {
+            case Some(state) if slot.holdsUncommitted(state.committedThrough) => false
+            case Some(_) => movedTo.isDefined || unused(slot, idleTimeout)
+            case None => unused(slot, idleTimeout)
+          }
+          if (closing) {
+            val why = movedTo.fold(s"unused for $idleTimeout")(executor => s"the slot now runs on executor $executor")
+            logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
+            close(key, committedThrough = -1L, AcknowledgementMarks.None) // left behind: what it held is released
+          }
+        }
     }
+  } catch {
+    case NonFatal(e) => logWarning("The share consumer pool's janitor failed; it tries again shortly", e)
   }
 }

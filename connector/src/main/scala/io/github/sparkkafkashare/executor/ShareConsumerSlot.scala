@@ -101,6 +101,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   /** Whether this slot still holds what it acquired for `round`, without building the round's rows. */
   def holds(round: Long): Boolean = held.exists(_.round == round)
 
+  /** Whether this slot holds what it acquired for a round after `committedThrough`: a batch still running. */
+  def holdsUncommitted(committedThrough: Long): Boolean = held.exists(_.round > committedThrough)
+
   /**
    * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed
    * round, and RELEASEs what it holds from any other. Acknowledgements ride on the next poll;
@@ -139,7 +142,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Returns how many records of a round it released.
    */
   def releaseLeftBehind(committedThrough: Long, timeout: Duration): Int = withConsumer {
-    if (closed || held.exists(_.round > committedThrough) || (held.isEmpty && acquiredAhead.isEmpty)) 0
+    if (closed || holdsUncommitted(committedThrough) || (held.isEmpty && acquiredAhead.isEmpty)) 0
     else {
       val released = settle(committedThrough, AcknowledgementMarks.None, atHome = false).released
       releaseAcquiredAhead()

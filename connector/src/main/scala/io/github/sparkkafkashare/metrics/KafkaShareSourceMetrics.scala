@@ -31,9 +31,16 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
   /** Acknowledgements sent, of every type. */
   def acknowledged: Long = accepted.value + released.value + rejected.value
 
-  /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
-  def report(backlog: Option[Long], dedupState: Option[Long]): Map[String, String] =
-    counters.map { case (metric, accumulator) => metric.name -> accumulator.value.toString }.toMap ++
+  /**
+   * The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires).
+   *
+   * @param releasedOutsideTasks released by executors' janitors, which run in no task
+   */
+  def report(backlog: Option[Long], dedupState: Option[Long], releasedOutsideTasks: Long): Map[String, String] =
+    counters.map { case (metric, accumulator) =>
+      val outsideTasks = if (metric == KafkaShareCountMetric.Released) releasedOutsideTasks else 0L
+      metric.name -> (accumulator.value + outsideTasks).toString
+    }.toMap ++
       backlog.map(b => "backlogRecords" -> b.toString) ++
       dedupState.map(n => "dedupStateRecords" -> n.toString)
 }

@@ -15,7 +15,7 @@ import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceO
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.kafka.common.TopicPartition
-import org.apache.spark.kafkashare.ExecutorLocality
+import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
@@ -65,6 +65,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
   private val slotLocations = new SlotLocations()
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
+  QueryRunRegistry.publish(runId, RunState(committedThrough = -1L, homes = Map.empty))
 
   private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
   private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
@@ -200,6 +201,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
     roundOfBatch.filterInPlace { case (_, round) => round >= committedRound } // stop() needs no older ones
     marksByRound.keySet().removeIf(_ < committedRound) // slots have settled older rounds
+    QueryRunRegistry.publish(runId, RunState(committedRound, slotLocations.value))
     pruneRecordsLog()
   }
 
@@ -242,7 +244,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
-    (counters.report(reportedBacklog(), dedupState) + ("consumers" -> parallelism.toString)).asJava
+    (counters.report(reportedBacklog(), dedupState, QueryRunRegistry.releasedOutsideTasks(runId)) +
+      ("consumers" -> parallelism.toString)).asJava
 
   /**
    * Settles what the consumers hold (ACCEPT for batches the commit log shows committed, RELEASE
@@ -253,7 +256,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     runs.remove(runId)
     DeliveredRecordsIndex.forget(runId)
     try ConsumerCloser.closeRun(session, runId, slotLocations.value, committedThrough, marks(committedThrough))
-    finally admin.close()
+    finally {
+      QueryRunRegistry.forget(runId) // after the closer: until then, executors' janitors see the run as running
+      admin.close()
+    }
   }
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {

@@ -4,7 +4,7 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.scheduler.ExecutorCacheTaskLocation
 
 /**
- * The one place the connector uses Spark-internal API, hence its package: naming executors as
+ * Spark-internal API, hence this package (as for [[QueryRunRegistry]]): naming executors as
  * task locations, as Spark's own Kafka source does, so that a slot's tasks go back to the executor
  * whose JVM holds that slot's share consumer (only that consumer can acknowledge its records).
  */

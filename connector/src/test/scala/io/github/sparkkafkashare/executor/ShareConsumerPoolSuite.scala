@@ -15,23 +15,32 @@ import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
+import org.apache.spark.{SparkConf, SparkContext}
+import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState}
 import org.scalatest.BeforeAndAfterAll
+import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * A consumer left behind on an executor (Spark now runs its slot's tasks elsewhere), against the
- * local broker (`make kafka-up`, or KAFKA_BOOTSTRAP_SERVERS): what it holds of committed rounds goes
- * back to the group at once, while it would otherwise renew those locks until the pool closes it.
- * Which records another member of the group can then acquire is the broker's answer.
+ * The consumer pool against the local broker (`make kafka-up`, or KAFKA_BOOTSTRAP_SERVERS), with a
+ * local SparkContext for the driver's registry of query runs. A consumer left behind on an executor
+ * (Spark now runs its slot's tasks elsewhere) hands what it holds of committed rounds back to the
+ * group, from the next task of its query there or from the janitor, while it would otherwise renew
+ * those locks until it is closed; and the janitor keeps the records of a batch that outlasts the
+ * idle timeout locked while its query runs. Which records another member of the group can then
+ * acquire is the broker's answer.
  */
-class LeftBehindConsumerSuite extends AnyFunSuite with BeforeAndAfterAll {
+class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
   private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
-  private val here = "executor_host_1"
+  private lazy val spark = new SparkContext(new SparkConf().setMaster("local[1]").setAppName("ShareConsumerPoolSuite")
+    .set("spark.ui.enabled", "false"))
+  /** This JVM as the pool's janitor names it, so that the janitor's own rounds act as the test's calls do. */
+  private lazy val here = { spark; ExecutorLocality.currentExecutor() }
   private val elsewhere = "executor_host_2"
 
-  override def afterAll(): Unit = admin.close()
+  override def afterAll(): Unit = try admin.close() finally spark.stop()
 
   /** A one-partition topic of `n` records, and a group that reads it from the start. */
   private def topicAndGroup(n: Int): (String, String) = {
@@ -58,6 +67,10 @@ class LeftBehindConsumerSuite extends AnyFunSuite with BeforeAndAfterAll {
     finally ShareConsumerPool.giveBack(slot)
   }
 
+  private def memberClientIds(group: String): Set[String] =
+    admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group).get(30, SECONDS)
+      .members().asScala.map(_.clientId()).toSet
+
   /** What another member of the group acquires within `seconds`, by offset, with its delivery count. */
   private def acquiredByAnotherMember(topic: String, group: String, seconds: Int): Map[Long, Int] = {
     val other = new KafkaShareConsumer(config(group, "other-member"), new ByteArrayDeserializer, new ByteArrayDeserializer)
@@ -83,7 +96,10 @@ class LeftBehindConsumerSuite extends AnyFunSuite with BeforeAndAfterAll {
       val held = slotHolding(run, round, topic, group)
       assert(held.nonEmpty)
       body(run, topic, group, held)
-    } finally ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
+    } finally {
+      ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
+      QueryRunRegistry.forget(run)
+    }
   }
 
   test("a consumer left behind releases what it holds of a committed round, and stays open for its slot") {
@@ -115,6 +131,38 @@ class LeftBehindConsumerSuite extends AnyFunSuite with BeforeAndAfterAll {
       } finally ShareConsumerPool.giveBack(task)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
+    }
+  }
+
+  test("the janitor has a left-behind consumer release its committed round and leave the group when no task of its query comes back") {
+    withSlotHolding(round = 0) { (run, topic, group, held) =>
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0), "the driver does not know the run: nothing to go by")
+      QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> elsewhere)))
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 0))
+      // A member keeps partitions assigned to it that no one else may then read.
+      eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
+      // reported to the driver's metrics, by a message that arrives shortly
+      eventually(timeout(10.seconds))(assert(QueryRunRegistry.releasedOutsideTasks(run) == held.size))
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      assert(held.subsetOf(redelivered.keySet))
+      assert(held.forall(offset => redelivered(offset) == 2), redelivered)
+    }
+  }
+
+  test("the janitor keeps a running batch's records locked past the idle timeout, and lets them go once the run stops") {
+    withSlotHolding(round = 1) { (run, topic, group, held) =>
+      QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> here)))
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
+
+      QueryRunRegistry.forget(run) // stopped, and the closing job missed this executor
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      assert(held.subsetOf(redelivered.keySet), "closed, and what it held went back to the group")
     }
   }
 }

@@ -1,0 +1,107 @@
+package org.apache.spark.kafkashare
+
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.concurrent.duration._
+import scala.util.control.NonFatal
+
+import org.apache.spark.SparkEnv
+import org.apache.spark.internal.Logging
+import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
+import org.apache.spark.util.RpcUtils
+
+/**
+ * What an executor learns from the driver about a running query run.
+ *
+ * @param committedThrough every round up to this one is committed
+ * @param homes            per slot, the executor whose consumer last read it
+ */
+final case class RunState(committedThrough: Long, homes: Map[Int, String])
+
+/**
+ * The query runs of this application, kept by the driver and asked by executors over Spark's RPC
+ * (Spark-internal API, hence this package; Spark's state store coordinator works the same way).
+ * An executor's janitor uses it to settle consumers that no task of their query comes back to:
+ * without it, such a consumer could only guess whether its query still runs and what it committed.
+ */
+object QueryRunRegistry extends Logging {
+
+  private val EndpointName = "KafkaShareQueryRuns"
+  /** An executor that cannot get an answer in this time decides as if the run were unknown. */
+  private val AskTimeout = new RpcTimeout(10.seconds, "kafka-share query run lookup")
+
+  // Messages and replies are of JDK and Scala types only: the RPC layer deserializes them with Spark's
+  // own class loader, which does not see the connector's jar (a class of ours there kills the executor).
+  private val LookUp = "kafka-share-look-up"
+  private val Released = "kafka-share-released"
+
+  private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
+    val runs = new ConcurrentHashMap[String, RunState]()
+    val released = new ConcurrentHashMap[String, AtomicLong]()
+
+    override def receive: PartialFunction[Any, Unit] = {
+      case (Released, runId: String, n: Int) => Option(released.get(runId)).foreach(_.addAndGet(n))
+    }
+
+    override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
+      case (LookUp, runId: String) =>
+        context.reply(Option(runs.get(runId)).map(state => (state.committedThrough, state.homes)))
+    }
+  }
+
+  /** The driver's endpoint, per SparkEnv: a JVM may run several SparkContexts one after another. */
+  private var driverEndpoint: Option[(SparkEnv, Endpoint)] = None
+  @volatile private var driverRef: Option[(SparkEnv, RpcEndpointRef)] = None
+
+  private def endpoint(): Endpoint = synchronized {
+    val env = SparkEnv.get
+    driverEndpoint.collect { case (e, endpoint) if e eq env => endpoint }.getOrElse {
+      val endpoint = new Endpoint(env.rpcEnv)
+      env.rpcEnv.setupEndpoint(EndpointName, endpoint)
+      driverEndpoint = Some(env -> endpoint)
+      endpoint
+    }
+  }
+
+  /** Driver: the run's current state, replacing the last one. */
+  def publish(runId: String, state: RunState): Unit = {
+    val registry = endpoint()
+    registry.released.putIfAbsent(runId, new AtomicLong())
+    registry.runs.put(runId, state)
+  }
+
+  /** Driver: the run stopped; executors now see it as unknown. */
+  def forget(runId: String): Unit = {
+    val registry = endpoint()
+    registry.runs.remove(runId)
+    registry.released.remove(runId)
+  }
+
+  /** Driver: records executors' janitors released for the run outside its tasks. */
+  def releasedOutsideTasks(runId: String): Long = Option(endpoint().released.get(runId)).fold(0L)(_.get)
+
+  /** Anywhere: the run's state as the driver last published it; None if the run is unknown or the driver did not answer. */
+  def lookUp(runId: String): Option[RunState] = try {
+    driver().askSync[Option[(Long, Map[Int, String])]]((LookUp, runId), AskTimeout).map((RunState.apply _).tupled)
+  } catch {
+    case NonFatal(e) =>
+      logWarning(s"Could not ask the driver about query run $runId: ${e.getMessage}")
+      None
+  }
+
+  /** Anywhere: tells the driver that a janitor released records of the run (counted in its metrics). */
+  def reportReleased(runId: String, records: Int): Unit =
+    try driver().send((Released, runId, records)) catch {
+      case NonFatal(e) => logWarning(s"Could not tell the driver about $records records released: ${e.getMessage}")
+    }
+
+  private def driver(): RpcEndpointRef = {
+    val env = SparkEnv.get
+    driverRef.collect { case (e, ref) if e eq env => ref }.getOrElse {
+      val ref = RpcUtils.makeDriverRef(EndpointName, env.conf, env.rpcEnv)
+      driverRef = Some(env -> ref)
+      ref
+    }
+  }
+}
