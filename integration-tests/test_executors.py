@@ -61,9 +61,16 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     # executors busy for 150 s: that executor's slots move to the other one after Spark's locality
     # wait, and no task of the query runs where their consumers hold that batch's records. Only the
     # executor's janitor, asking the driver what is committed, can give them back while the query runs.
-    job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "4", "--max-records-per-trigger", "400",
-           "--occupy-executor-s", "150", "--stop-once-read", str(len(expected)))
-    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    cluster = (
+        "--master",
+        "local-cluster[2,1,1024]",
+        "--parallelism",
+        "4",
+        "--max-records-per-trigger",
+        "400",
+    )
+    occupied = ("--occupy-executor-s", "150", "--stop-once-read", str(len(expected)))
+    assert run_drain_job(topic, group, tmp_path, *cluster, *occupied) == 0
     assert (tmp_path / "out" / "occupied-executor").read_text().isdigit()
 
     rows = drained_rows(tmp_path)
@@ -74,6 +81,7 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     released = int(json.loads((tmp_path / "out" / "metrics.json").read_text())["recordsReleased"])
     assert released >= 100  # a consumer's share of the batch; two consumers stayed behind
     redelivered = {value for value, count in rows if count > 1}
-    assert len(duplicated) == released and set(duplicated) <= redelivered
+    assert len(duplicated) == released
+    assert set(duplicated) <= redelivered
     assert all(n == 2 for n in duplicated.values())
     assert kafka.total_lag(group) == 0

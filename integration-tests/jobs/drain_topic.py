@@ -40,6 +40,7 @@ Used by tests that need a fresh driver (test_driver_kill.py) or executors in JVM
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -188,10 +189,8 @@ def occupy_an_executor() -> None:
 
     def run() -> None:
         sc.setJobGroup("occupy-executor", "keeps one executor busy", interruptOnCancel=True)
-        try:
+        with contextlib.suppress(Exception):  # cancelled when the query stops
             sc.parallelize(range(2), 2).foreach(occupy)
-        except Exception:  # cancelled when the query stops
-            pass
 
     threading.Thread(target=run, daemon=True).start()
     deadline = time.monotonic() + 60

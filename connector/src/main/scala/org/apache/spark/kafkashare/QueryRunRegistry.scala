@@ -58,7 +58,12 @@ object QueryRunRegistry extends Logging {
     val env = SparkEnv.get
     driverEndpoint.collect { case (e, endpoint) if e eq env => endpoint }.getOrElse {
       val endpoint = new Endpoint(env.rpcEnv)
-      env.rpcEnv.setupEndpoint(EndpointName, endpoint)
+      try env.rpcEnv.setupEndpoint(EndpointName, endpoint) catch {
+        // Another copy of the connector, in a class loader of its own, registered first. Executors then
+        // find our runs unknown, and fall back to the idle timeout alone.
+        case e: IllegalArgumentException =>
+          logWarning(s"Executors cannot ask this driver about kafka-share query runs: ${e.getMessage}")
+      }
       driverEndpoint = Some(env -> endpoint)
       endpoint
     }
