@@ -161,11 +161,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             case Some(_) => movedTo.isDefined || unused(slot, idleTimeout)
             case None => unused(slot, idleTimeout)
           }
-          if (closing) {
-            val why = movedTo.fold(s"unused for $idleTimeout")(executor => s"the slot now runs on executor $executor")
-            logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
-            close(key, committedThrough = -1L, AcknowledgementMarks.None) // left behind: what it held is released
-          }
+          // Held while closing, so no task borrows it meanwhile; one that did since `now` kept it in use.
+          if (closing && slot.lock.tryLock()) try {
+            if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
+              val why = movedTo.fold(s"unused for $idleTimeout")(executor => s"the slot now runs on executor $executor")
+              logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
+              close(key, committedThrough = -1L, AcknowledgementMarks.None) // left behind: what it held is released
+            }
+          } finally slot.lock.unlock()
         }
     }
   } catch {
