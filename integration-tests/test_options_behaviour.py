@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource, ResourceType
@@ -58,6 +59,32 @@ def test_max_records_per_trigger_caps_every_batch(
     assert max(len(b) for b in batches) <= 100
     assert len(batches) >= 10
     assert sorted(v for b in batches for _, v in b) == values(1000)
+
+
+def test_more_consumers_than_partitions_share_each_batch(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # One partition, four consumers, the group's default of 2000 records in flight per partition: each
+    # consumer polls at most 500 a batch, so a batch's records spread over its tasks. In Kafka's default
+    # acquire mode the first consumer to poll would take whole record batches up to all 2000.
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, values(20_000))
+    read: list[str] = []
+    per_slot: list[Counter[int]] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("spark_partition_id() slot", "cast(value as string) v").collect()
+        read.extend(r.v for r in rows)
+        if rows:
+            per_slot.append(Counter(r.slot for r in rows))
+
+    df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "4"})
+    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert sorted(read) == values(20_000)
+    assert max(n for batch in per_slot for n in batch.values()) <= 500, per_slot
+    assert max(len(batch) for batch in per_slot) == 4, per_slot
 
 
 def test_include_headers_returns_record_headers(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:

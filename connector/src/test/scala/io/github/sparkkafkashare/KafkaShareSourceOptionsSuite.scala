@@ -103,14 +103,29 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
 
   test("share consumers always run in explicit mode, poll up to 10,000 records unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
     val o = parse(required ++ Map("maxRecordsPerTrigger" -> "1001", "kafka.fetch.max.bytes" -> "1048576"))
-    val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef")
+    val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef", sharedPartitionCap = None)
     assert(settings("share.acknowledgement.mode") == "explicit")
     assert(settings("max.poll.records") == "251" && settings("share.acquire.mode") == "record_limit")
     assert(settings("group.id") == "orders-workers" && settings("bootstrap.servers") == "b1:9092,b2:9092")
     assert(settings("fetch.max.bytes") == "1048576")
     assert(settings("client.id") == ShareConsumerSettings.clientIdPrefix("orders-workers", "0123456789abcdef"))
-    assert(ShareConsumerSettings(parse(required), 4, "r")("max.poll.records") == "10000")
-    assert(ShareConsumerSettings(parse(required + ("kafka.max.poll.records" -> "300")), 4, "r")("max.poll.records") == "300")
+    assert(ShareConsumerSettings(parse(required), 4, "r", None)("max.poll.records") == "10000")
+    assert(!ShareConsumerSettings(parse(required), 4, "r", None).contains("share.acquire.mode"))
+    assert(ShareConsumerSettings(parse(required + ("kafka.max.poll.records" -> "300")), 4, "r", None)("max.poll.records") == "300")
+  }
+
+  test("more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes") {
+    def cap(extra: Map[String, String], parallelism: Int, partitions: Int, locks: Int = 2000) =
+      ShareConsumerSettings.sharedPartitionCap(parse(required ++ extra), parallelism, partitions, locks)
+    assert(cap(Map.empty, parallelism = 4, partitions = 1) == Some(500))
+    assert(cap(Map.empty, parallelism = 3, partitions = 2, locks = 10000) == Some(6666))
+    assert(cap(Map.empty, parallelism = 4, partitions = 4) == None, "a partition per consumer: no competition")
+    assert(cap(Map.empty, parallelism = 4, partitions = 0) == None, "no subscribed topic exists yet")
+    assert(cap(Map.empty, parallelism = 5000, partitions = 1) == Some(1))
+    Seq("kafka.max.poll.records" -> "300", "kafka.share.acquire.mode" -> "batch_optimized", "maxRecordsPerTrigger" -> "100")
+      .foreach(chosen => assert(cap(Map(chosen), 4, 1) == None, chosen))
+    val settings = ShareConsumerSettings(parse(required), 4, "r", cap(Map.empty, 4, 1))
+    assert(settings("max.poll.records") == "500" && settings("share.acquire.mode") == "record_limit")
   }
 
   test("offsets round-trip through the checkpoint's JSON, and foreign offsets are refused") {

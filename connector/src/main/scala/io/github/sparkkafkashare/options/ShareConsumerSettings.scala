@@ -6,6 +6,8 @@ import org.apache.kafka.clients.consumer.ConsumerConfig
 private[sparkkafkashare] object ShareConsumerSettings {
   val AcknowledgementModeConfig = "share.acknowledgement.mode"
   val AcquireModeConfig = "share.acquire.mode"
+  /** Makes `max.poll.records` a hard limit (the default acquire mode may return whole record batches beyond it). */
+  val StrictAcquireMode = "record_limit"
   /**
    * Kafka's default is 500. A micro-batch holds one poll per consumer (records stay held until the
    * batch commits), so 500 made batches so small that Spark's fixed cost per batch set the pace. The
@@ -13,21 +15,40 @@ private[sparkkafkashare] object ShareConsumerSettings {
    */
   val DefaultMaxPollRecords = 10000
 
-  def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String): Map[String, String] = {
-    // maxRecordsPerTrigger becomes a strict per-consumer cap: `record_limit` makes max.poll.records
-    // a hard limit (the default acquire mode may return whole record batches beyond it).
-    val perTriggerCap = options.maxRecordsPerTrigger.toSeq.flatMap { max =>
-      val perConsumer = math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism)
-      Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> perConsumer.toString, AcquireModeConfig -> "record_limit")
+  /** @param sharedPartitionCap see [[sharedPartitionCap]] */
+  def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String, sharedPartitionCap: Option[Long])
+      : Map[String, String] = {
+    // maxRecordsPerTrigger becomes a strict per-consumer cap.
+    val perTriggerCap = options.maxRecordsPerTrigger.map(max => math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism))
+    val strictCap = (perTriggerCap orElse sharedPartitionCap).toSeq.flatMap { records =>
+      Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> records.toString, AcquireModeConfig -> StrictAcquireMode)
     }
     Map(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> DefaultMaxPollRecords.toString) ++
-      options.connection.kafkaParams ++ perTriggerCap ++ Map(
+      options.connection.kafkaParams ++ strictCap ++ Map(
       ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.connection.bootstrapServers,
       ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
       // Always explicit, whatever the user-facing mode: in implicit mode the next poll would
       // ACCEPT records before Spark has committed the batch holding them.
       AcknowledgementModeConfig -> "explicit",
       ConsumerConfig.CLIENT_ID_CONFIG -> clientIdPrefix(options.groupId, runId))
+  }
+
+  /**
+   * With more consumers than partitions, the consumers of a partition compete for the group's lock
+   * limit on it, and in Kafka's default acquire mode the first to poll takes whole record batches up
+   * to that limit: one task does the batch's work while the others find nothing and wait on it. So
+   * unless the user chose poll sizes, each consumer polls at most its even share of the locks,
+   * strictly. None when every consumer can have partitions of its own (or no subscribed topic exists).
+   *
+   * @param partitions              partitions of the subscribed topics
+   * @param recordLocksPerPartition the group's lock limit per partition
+   */
+  def sharedPartitionCap(options: KafkaShareSourceOptions, parallelism: Int, partitions: Int,
+      recordLocksPerPartition: Int): Option[Long] = {
+    val userSetPollSize = options.maxRecordsPerTrigger.isDefined ||
+      Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, AcquireModeConfig).exists(options.connection.kafkaParams.contains)
+    if (userSetPollSize || partitions == 0 || parallelism <= partitions) None
+    else Some(math.max(1L, recordLocksPerPartition.toLong * partitions / parallelism))
   }
 
   /** Every consumer of a query run has a client id that starts with this; the reader appends its slot. */

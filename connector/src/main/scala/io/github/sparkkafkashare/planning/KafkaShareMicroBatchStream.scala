@@ -50,11 +50,22 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val runId = UUID.randomUUID().toString
   private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
   private val admin = new ShareGroupAdmin(options.connection)
-  /** Whether slots renew the locks of records whose batch runs longer than half the lock. */
-  private val renewLocks = try {
+  /**
+   * Whether slots renew the locks of records whose batch runs longer than half the lock, and the
+   * settings of this run's share consumers (poll sizes depend on the partitions when it starts).
+   */
+  private val (renewLocks, consumerConfig) = try {
     admin.checkShareGroupsEnabled()
     admin.configureGroup(options)
-    admin.lockRenewalAllowed()
+    val limits = admin.groupLimits()
+    val partitions = admin.partitionsOf(admin.subscribedTopics(options.subscription)).size
+    val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, limits.recordLocksPerPartition)
+    cap.foreach { n =>
+      logInfo(s"$parallelism consumers share $partitions partitions of share group '${options.groupId}' " +
+        s"(${limits.recordLocksPerPartition} records in flight per partition): each polls at most $n records " +
+        "per batch. Set 'kafka.max.poll.records' or 'kafka.share.acquire.mode' to choose otherwise.")
+    }
+    (limits.renewAllowed, ShareConsumerSettings(options, parallelism, runId, cap))
   } catch { case NonFatal(e) => admin.close(); throw e }
   if (!renewLocks) {
     logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
@@ -67,7 +78,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
   QueryRunRegistry.publish(runId, RunState(committedThrough = -1L, homes = Map.empty))
 
-  private val consumerConfig: Map[String, String] = ShareConsumerSettings(options, parallelism, runId)
   private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
   private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)

@@ -67,13 +67,18 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /**
-   * Whether the group lets members renew record locks (RENEW): `share.renew.acknowledge.enable`
-   * (Kafka 4.3) when the broker reports it, else yes.
+   * The group settings that shape a query's rounds: whether members may renew record locks (RENEW,
+   * `share.renew.acknowledge.enable`, Kafka 4.3; else yes), and how many records of one partition
+   * the group may hold unacknowledged (`share.partition.max.record.locks`, Kafka 4.3; else Kafka's
+   * default).
    */
-  def lockRenewalAllowed(): Boolean = {
+  def groupLimits(): GroupLimits = {
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
     val configs = await(s"reading the configs of share group '$group'", admin.describeConfigs(Seq(resource).asJava).all())
-    Option(configs.get(resource)).flatMap(c => Option(c.get(RenewAllowedConfig))).forall(_.value().toBoolean)
+    def value(name: String): Option[String] = Option(configs.get(resource)).flatMap(c => Option(c.get(name))).map(_.value())
+    GroupLimits(
+      renewAllowed = value(RenewAllowedConfig).forall(_.toBoolean),
+      recordLocksPerPartition = value(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
   }
 
   /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
@@ -100,13 +105,17 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    */
   def lags(topics: Set[String]): Map[TopicPartition, Option[Long]] = {
     if (topics.isEmpty) return Map.empty
-    // A subscribed topic that does not exist (yet) has nothing to read; a share consumer waits for it.
-    val described = admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
-      case (topic, future) => awaitIfExists(s"describing topic '$topic'", future)
-    }
-    val partitions = described.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
+    val partitions = partitionsOf(topics)
     val states = partitionStates()
     partitions.map(tp => tp -> states.get(tp).flatMap(lagOf)).toMap
+  }
+
+  /** The partitions of `topics`; a topic that does not exist (yet) has none (a share consumer waits for it). */
+  def partitionsOf(topics: Set[String]): Seq[TopicPartition] = {
+    if (topics.isEmpty) return Seq.empty
+    admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
+      case (topic, future) => awaitIfExists(s"describing topic '$topic'", future)
+    }.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
   }
 
   /** The log end offset of each partition. */
@@ -180,6 +189,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
+  val RecordLocksConfig = "share.partition.max.record.locks"
+  /** Kafka's default for `group.share.partition.max.record.locks`. */
+  val DefaultRecordLocksPerPartition = 2000
   /** Kafka's default for `group.share.record.lock.duration.ms`. */
   val DefaultLockDurationMs = 30000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
@@ -195,6 +207,12 @@ private[sparkkafkashare] object ShareGroupAdmin {
     config.asJava.asInstanceOf[java.util.Map[String, Object]]
   }
 }
+
+/**
+ * @param renewAllowed            whether members may renew the locks of records they hold
+ * @param recordLocksPerPartition records of one partition the group may hold unacknowledged at once
+ */
+private[sparkkafkashare] final case class GroupLimits(renewAllowed: Boolean, recordLocksPerPartition: Int)
 
 /** A share group as Kafka's Admin API describes it. */
 private[sparkkafkashare] final case class ShareGroupState(
