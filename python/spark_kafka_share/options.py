@@ -122,7 +122,8 @@ class KafkaShareOptions:
         group_id: the share group; queries with the same group split the records between them.
         subscribe: the topics, as a list or a comma-separated string. Give this or ``subscribe_pattern``.
         subscribe_pattern: a Java regex of topic names (its syntax is checked by the JVM at ``load()``).
-        parallelism: the number of share consumers (default: Spark's default parallelism).
+        parallelism: the number of share consumers (default: Spark's default parallelism). With more
+            consumers than partitions, each polls at most its even share of the group's lock limit.
         acknowledgment_mode: how records are acknowledged: ``implicit`` (every record of a
             committed batch is accepted) or ``explicit`` (see :func:`~spark_kafka_share.acknowledge`).
         exactly_once_strategy: what the source does about records that reach the sink twice; see
