@@ -11,9 +11,10 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      same topic the same way, with default options;
   d) 1 ms of work per record (Thread.sleep through SQL `reflect`, as an I/O-bound job would wait) on a
      1-partition topic, kafka-share at parallelism 1, 2 and 4 against the `kafka` source with default
-     options: the case share groups exist for; kafka-share once with default consumer settings and
-     once tuned to spread records over consumers (`share.acquire.mode=record_limit`,
-     `max.poll.records=250`);
+     options: the case share groups exist for; kafka-share with default settings (with more consumers
+     than partitions, each consumer polls at most its even share of the group's lock limit), the same
+     with the lock limit raised to 4000, and tuned to spread records over consumers in smaller polls
+     (`share.acquire.mode=record_limit`, `max.poll.records=250`);
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
      with a 1 s trigger: the driver JVM's CPU use over 20 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each.
@@ -161,13 +162,18 @@ def peak_heap_mb(spark: SparkSession) -> float:
     return sum(heap) / 2**20
 
 
-TUNED_FOR_WORK = {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}
 # The group-level lock limit per partition: at the broker's default maximum for it, and at Kafka's.
 LOCK_LIMITS = {
     "": "",
     " locks 4000": "share.partition.max.record.locks=4000",
     " locks 10000": "share.partition.max.record.locks=10000",
 }
+# d) kafka-share's variants: name, source options, group config.
+WORK_VARIANTS = (
+    ("default", None, ""),
+    ("default locks 4000", None, LOCK_LIMITS[" locks 4000"]),
+    ("tuned", {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}, ""),
+)
 
 
 def spark_kafka_source_jars() -> list[str]:
@@ -395,10 +401,12 @@ def main() -> None:
         work_topic = make_topic(1, args.work_records)
         source = spark_kafka_source(spark, "d) 1 ms/record kafka source", work_topic, args.work_records, 1)
         results.append(source | {"partitions": 1, "variant": "kafka source"})
-        for variant, options in (("default", None), ("tuned", TUNED_FOR_WORK)):
+        for variant, options, group_config in WORK_VARIANTS:
             for consumers in (1, 2, 4):
                 scenario = f"d) 1 ms/record {variant} P={consumers}"
-                result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
+                result = kafka_share(
+                    spark, scenario, work_topic, consumers, args.work_records, 1, options, group_config
+                )
                 results.append(result | {"partitions": 1, "variant": f"work {variant}"})
                 print(json.dumps(results[-1]), flush=True)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
@@ -457,7 +465,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"(from the first batch: b/c {r['flowing_records_per_s'] / c['flowing_records_per_s']:.2f})"
             )
     work_source = next((r for r in results if r.get("variant") == "kafka source"), None)
-    for variant in ("work default", "work tuned"):
+    for variant in (f"work {name}" for name, _, _ in WORK_VARIANTS):
         work = {r["parallelism"]: r for r in results if r.get("variant") == variant}
         if work and work_source:
             for measure in ("records_per_s", "flowing_records_per_s"):
