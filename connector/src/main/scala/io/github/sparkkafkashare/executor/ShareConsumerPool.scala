@@ -8,8 +8,6 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
-import io.github.sparkkafkashare.options.KafkaShareSparkConf
-import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
 import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry}
 
@@ -19,7 +17,7 @@ import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry}
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
  * A consumer is closed when its query stops, or by the janitor ([[tidy]]) once unused for
- * `spark.kafkaShare.consumer.cache.timeout` (5 minutes by default). One whose slot moved to another executor releases what it holds at the next
+ * [[IdleTimeout]]. One whose slot moved to another executor releases what it holds at the next
  * task of its query here (and stays open, in case the slot comes back soon), or when the janitor
  * finds it unused (and leaves the group), whichever comes first. Every
  * [[RenewCheckInterval]] the locks of records that wait for their batch to commit are renewed, each
@@ -28,6 +26,7 @@ import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry}
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
+  val IdleTimeout: Duration = Duration.ofMinutes(5)
   /** How often the janitor looks at consumers no task uses, and how long one must have been unused. */
   val TidyInterval: Duration = Duration.ofSeconds(5)
   val CloseTimeout: Duration = Duration.ofSeconds(30)
@@ -126,10 +125,6 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     } finally slot.lock.unlock()
   }
 
-  /** Read at each look, as a JVM may run several SparkContexts one after another (tests do). */
-  private def configuredIdleTimeout: Duration =
-    Option(SparkEnv.get).fold(KafkaShareSparkConf.DefaultConsumerCacheTimeout)(env => KafkaShareSparkConf.consumerCacheTimeout(env.conf))
-
   private def renewLocks(): Unit = slots.values().forEach { slot =>
     if (renewing.add(slot.key)) renewers.execute { () =>
       try slot.renewLocksIfDue() catch {
@@ -148,7 +143,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * and its records must stay locked until it commits. An unknown run (stopped, or the driver did
    * not answer) is settled by what the consumer itself last learned was committed.
    */
-  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout)
+  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = IdleTimeout)
       : Unit = try {
     val now = System.nanoTime()
     def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
