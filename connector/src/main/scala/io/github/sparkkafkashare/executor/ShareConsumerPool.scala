@@ -9,7 +9,7 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import org.apache.spark.internal.Logging
-import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry}
+import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot
@@ -138,35 +138,43 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * run ([[QueryRunRegistry]]), once per run. A consumer of a running query whose slot now lives on
    * another executor RELEASEs what it holds of committed rounds and leaves the group, even if no task
    * of the query comes back here: while a member, it keeps partitions assigned to it that no one
-   * reads. A consumer unused for `idleTimeout` is closed too, unless its run is running and it holds
-   * records of a batch not yet committed: a batch may take longer than that (a slow foreachBatch),
-   * and its records must stay locked until it commits. An unknown run (stopped, or the driver did
-   * not answer) is settled by what the consumer itself last learned was committed.
+   * reads. A consumer unused for `idleTimeout` is closed too, unless what it holds waits for the
+   * slot's next task ([[ShareConsumerSlot.awaitsTask]]): a batch may run longer than that (a slow
+   * foreachBatch) and its records must stay locked until it commits; the records of a batch that
+   * has just committed are the next task's to acknowledge, by the batch's marks. If the driver does
+   * not answer, the run may still be running, so a consumer holding a round stays. A run the driver
+   * does not know has stopped: its consumer is settled by what it last learned was committed.
    */
-  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = IdleTimeout)
-      : Unit = try {
+  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = IdleTimeout,
+      lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {
     val now = System.nanoTime()
     def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
     slots.asScala.toSeq.filter { case (_, slot) => unused(slot, unusedFor) }.groupBy(_._1.runId).foreach {
       case (runId, unusedSlots) =>
-        val run = QueryRunRegistry.lookUp(runId)
-        run.foreach { state =>
-          val released = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
-          if (released > 0) QueryRunRegistry.reportReleased(runId, released)
+        val run = lookUp(runId)
+        run match {
+          case RunLookUp.Running(state) =>
+            val released = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
+            if (released > 0) QueryRunRegistry.reportReleased(runId, released)
+          case _ =>
         }
         unusedSlots.foreach { case (key, slot) =>
-          val movedTo = run.flatMap(_.homes.get(key.slot)).filter(_ != here)
+          val movedTo = run match {
+            case RunLookUp.Running(state) => state.homes.get(key.slot).filter(_ != here)
+            case _ => None
+          }
           val closing = run match {
-            case Some(state) if slot.holdsUncommitted(state.committedThrough) => false
-            case Some(_) => movedTo.isDefined || unused(slot, idleTimeout)
-            case None => unused(slot, idleTimeout)
+            case RunLookUp.Running(state) =>
+              !slot.awaitsTask(state.committedThrough) && (movedTo.isDefined || unused(slot, idleTimeout))
+            case RunLookUp.Unanswered => !slot.awaitsTask(committedThrough = -1L) && unused(slot, idleTimeout)
+            case RunLookUp.Unknown => unused(slot, idleTimeout)
           }
           // Held while closing, so no task borrows it meanwhile; one that did since `now` kept it in use.
           if (closing && slot.lock.tryLock()) try {
             if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
               val why = movedTo.fold(s"unused for $idleTimeout")(executor => s"the slot now runs on executor $executor")
               logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
-              close(key, committedThrough = -1L, AcknowledgementMarks.None) // left behind: what it held is released
+              close(key, committedThrough = -1L, AcknowledgementMarks.None) // settled by what the slot last learned
             }
           } finally slot.lock.unlock()
         }

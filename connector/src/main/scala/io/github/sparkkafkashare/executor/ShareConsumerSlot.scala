@@ -105,6 +105,13 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   def holdsUncommitted(committedThrough: Long): Boolean = held.exists(_.round > committedThrough)
 
   /**
+   * Whether what this slot holds is for its next task to settle: a round after `committedThrough`
+   * (a batch still running, which may read it again), or records of any round (only the task
+   * knows the acknowledgement marks of the batch that read them).
+   */
+  def awaitsTask(committedThrough: Long): Boolean = held.exists(h => h.round > committedThrough || h.size > 0)
+
+  /**
    * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed
    * round, and RELEASEs what it holds from any other. Acknowledgements ride on the next poll;
    * [[flush]] sends them at once.

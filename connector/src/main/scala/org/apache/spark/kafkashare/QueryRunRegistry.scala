@@ -19,6 +19,17 @@ import org.apache.spark.util.RpcUtils
  */
 final case class RunState(committedThrough: Long, homes: Map[Int, String])
 
+/** What an executor heard when it asked the driver about a query run. */
+sealed trait RunLookUp
+
+object RunLookUp {
+  final case class Running(state: RunState) extends RunLookUp
+  /** The driver does not know the run: it stopped (or another copy of the connector registered first). */
+  case object Unknown extends RunLookUp
+  /** The driver did not answer in time: the run may well still be running. */
+  case object Unanswered extends RunLookUp
+}
+
 /**
  * The query runs of this application, kept by the driver and asked by executors over Spark's RPC
  * (Spark-internal API, hence this package; Spark's state store coordinator works the same way).
@@ -86,13 +97,14 @@ object QueryRunRegistry extends Logging {
   /** Driver: records executors' janitors released for the run outside its tasks. */
   def releasedOutsideTasks(runId: String): Long = Option(endpoint().released.get(runId)).fold(0L)(_.get)
 
-  /** Anywhere: the run's state as the driver last published it; None if the run is unknown or the driver did not answer. */
-  def lookUp(runId: String): Option[RunState] = try {
-    driver().askSync[Option[(Long, Map[Int, String])]]((LookUp, runId), AskTimeout).map((RunState.apply _).tupled)
+  /** Anywhere: the run's state as the driver last published it, if the driver knows the run and answers. */
+  def lookUp(runId: String): RunLookUp = try {
+    driver().askSync[Option[(Long, Map[Int, String])]]((LookUp, runId), AskTimeout)
+      .fold[RunLookUp](RunLookUp.Unknown) { case (committedThrough, homes) => RunLookUp.Running(RunState(committedThrough, homes)) }
   } catch {
     case NonFatal(e) =>
       logWarning(s"Could not ask the driver about query run $runId: ${e.getMessage}")
-      None
+      RunLookUp.Unanswered
   }
 
   /** Anywhere: tells the driver that a janitor released records of the run (counted in its metrics). */

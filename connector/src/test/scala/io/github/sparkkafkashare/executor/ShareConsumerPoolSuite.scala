@@ -16,7 +16,7 @@ import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.{SparkConf, SparkContext}
-import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState}
+import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp, RunState}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
@@ -163,6 +163,27 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
       assert(held.subsetOf(redelivered.keySet), "closed, and what it held went back to the group")
+    }
+  }
+
+  test("the janitor leaves a committed batch's records to the slot's next task, and keeps a held round when the driver does not answer") {
+    withSlotHolding(round = 1) { (run, topic, group, held) =>
+      // Between a batch's commit and the slot's next task: only that task knows the batch's acknowledgement marks.
+      QueryRunRegistry.publish(run, RunState(committedThrough = 1, homes = Map(1 -> here)))
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "closed before its next task settled it")
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO, lookUp = _ => RunLookUp.Unanswered)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "closed although its run may be running")
+
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      try {
+        assert(task.settle(committedThrough = 1, AcknowledgementMarks.None).accepted == held.size)
+        assert(task.flush(Duration.ofSeconds(30)).isEmpty)
+      } finally ShareConsumerPool.giveBack(task)
+      // Holding nothing now, it is closed once idle, and leaves the group.
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
+      assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty, "accepted, never redelivered")
     }
   }
 }
