@@ -1,14 +1,25 @@
 """Batches that take longer than the acquisition lock: the source renews the locks of the records it
-holds (RENEW) until their batch commits, and shows in its metrics when the broker refuses."""
+holds (RENEW) until their batch commits, and shows in its metrics when the broker refuses. A batch
+may also outlast the time the consumer pool keeps unused consumers."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import KafkaCluster, lost_and_duplicated, share_stream, values, wait_until
+from conftest import (
+    KafkaCluster,
+    drained_rows,
+    lost_and_duplicated,
+    run_drain_job,
+    share_stream,
+    values,
+    wait_until,
+)
 
 LOCK_MS = 3000
 SLOW_BATCH_S = 3 * LOCK_MS / 1000
@@ -109,3 +120,29 @@ def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_say_so
     assert max(count for _, count in seen) >= 2
     assert int(metrics["locksExpired"]) > 0
     assert metrics["lockRenewals"] == "0"
+
+
+def test_a_batch_longer_than_the_consumer_cache_timeout_keeps_its_records_locked(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    # While foreachBatch runs, no task uses the batch's consumers. The pool's janitor closes consumers
+    # unused for spark.kafkaShare.consumer.cache.timeout (5 s at the earliest, its interval), but must
+    # keep those whose batch has not committed: closing one releases its records, and they come back.
+    topic = kafka.new_topic(partitions=2)
+    expected = values(2000)
+    kafka.produce(topic, expected, key=str)
+
+    cache_timeout = ("--spark-conf", "spark.kafkaShare.consumer.cache.timeout=6s")
+    job = ("--lock-timeout-ms", str(LOCK_MS), "--slow-batch-s", "25", *cache_timeout)
+    assert run_drain_job(topic, group, tmp_path, *job) == 0
+
+    assert (tmp_path / "out" / "slow-batch").exists(), "no batch with records was slowed"
+    rows = drained_rows(tmp_path)
+    lost, duplicated = lost_and_duplicated(expected, [v for v, _ in rows])
+    assert not lost, f"{len(lost)} records lost"
+    assert not duplicated, f"{len(duplicated)} delivered twice: a consumer was closed while its batch ran"
+    assert {count for _, count in rows} == {1}
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert int(metrics["lockRenewals"]) > 0
+    assert (metrics["locksExpired"], metrics["recordsReleased"]) == ("0", "0")
+    assert kafka.total_lag(group) == 0

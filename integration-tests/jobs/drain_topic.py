@@ -86,6 +86,9 @@ parser.add_argument(
     "--option", action="append", default=[], metavar="NAME=VALUE", help="another kafka-share source option"
 )
 parser.add_argument(
+    "--spark-conf", action="append", default=[], metavar="NAME=VALUE", help="a Spark conf of the application"
+)
+parser.add_argument(
     "--release-every",
     type=int,
     help="explicit mode: RELEASE the first delivery of every record whose value ends in a multiple of N",
@@ -112,6 +115,7 @@ spark = (
     .config("spark.jars", args.jar)
     .config("spark.executor.memory", "900m")
     .config("spark.ui.enabled", "false")
+    .config(map=dict(conf.split("=", 1) for conf in args.spark_conf))
     .getOrCreate()
 )
 spark.sparkContext.setLogLevel("ERROR")

@@ -5,7 +5,7 @@ import java.util
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
-import io.github.sparkkafkashare.options.KafkaShareSourceOptions
+import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, KafkaShareSparkConf}
 import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
 import org.apache.spark.sql.{SparkSession, SQLContext}
 import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
@@ -30,8 +30,11 @@ class KafkaShareSourceProvider extends TableProvider with DataSourceRegister wit
   override def inferSchema(options: CaseInsensitiveStringMap): StructType =
     KafkaShareTable.schema(KafkaShareSourceOptions.parse(options).includeHeaders)
 
-  override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table =
-    new KafkaShareTable(KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(properties)))
+  override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
+    val options = KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(properties))
+    KafkaShareSparkConf.consumerCacheTimeout(SparkSession.active.sparkContext.getConf) // read on executors: fail here instead
+    new KafkaShareTable(options)
+  }
 
   /** `spark.read.format("kafka-share")` lands here (the table does not offer batch reads). */
   override def createRelation(sqlContext: SQLContext, parameters: Map[String, String]): BaseRelation =

@@ -1,11 +1,14 @@
 package io.github.sparkkafkashare
 
+import java.time.Duration
+
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options._
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
+import org.apache.spark.SparkConf
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -84,6 +87,17 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       assert(e.getCondition == condition, s"$options")
       assert(e.asInstanceOf[Exception].getMessage.startsWith(s"[$condition] "))
       assert(e.asInstanceOf[Exception].getMessage.contains(named), s"$condition should name $named")
+    }
+  }
+
+  test("spark.kafkaShare.consumer.cache.timeout takes Spark's duration forms, and a bad value names the conf") {
+    val key = KafkaShareSparkConf.ConsumerCacheTimeout
+    assert(KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false)) == Duration.ofMinutes(5))
+    assert(KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(key, "90s")) == Duration.ofSeconds(90))
+    assert(KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(key, "2m")) == Duration.ofMinutes(2))
+    Seq("0s", "-1m", "soon").foreach { bad =>
+      val e = intercept[KafkaShareIllegalArgumentException](KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(key, bad)))
+      assert(e.getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE" && e.getMessage.contains(key) && e.getMessage.contains(s"'$bad'"))
     }
   }
 

@@ -8,6 +8,8 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
+import io.github.sparkkafkashare.options.KafkaShareSparkConf
+import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
 import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
 
@@ -17,16 +19,16 @@ import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookU
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
  * A consumer is closed when its query stops, or by the janitor ([[tidy]]) once unused for
- * [[IdleTimeout]]. One whose slot moved to another executor releases what it holds at the next
- * task of its query here (and stays open, in case the slot comes back soon), or when the janitor
- * finds it unused (and leaves the group), whichever comes first. Every
- * [[RenewCheckInterval]] the locks of records that wait for their batch to commit are renewed, each
- * slot's on a thread of its own: a renewal waits for the broker (up to 10 s), and neither a slow
- * close nor another slot's slow renewal may hold one back past its locks' expiry.
+ * `spark.kafkaShare.consumer.cache.timeout` (5 minutes by default). One whose slot moved to another
+ * executor releases what it holds at the next task of its query here (and stays open, in case the
+ * slot comes back soon), or when the janitor finds it unused (and leaves the group), whichever
+ * comes first. Every [[RenewCheckInterval]] the locks of records that wait for their batch to
+ * commit are renewed, each slot's on a thread of its own: a renewal waits for the broker (up to
+ * 10 s), and neither a slow close nor another slot's slow renewal may hold one back past its locks'
+ * expiry.
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
-  val IdleTimeout: Duration = Duration.ofMinutes(5)
   /** How often the janitor looks at consumers no task uses, and how long one must have been unused. */
   val TidyInterval: Duration = Duration.ofSeconds(5)
   val CloseTimeout: Duration = Duration.ofSeconds(30)
@@ -125,6 +127,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     } finally slot.lock.unlock()
   }
 
+  /** Read at each look, as a JVM may run several SparkContexts one after another (tests do). */
+  private def configuredIdleTimeout: Duration =
+    Option(SparkEnv.get).fold(KafkaShareSparkConf.DefaultConsumerCacheTimeout)(env => KafkaShareSparkConf.consumerCacheTimeout(env.conf))
+
   private def renewLocks(): Unit = slots.values().forEach { slot =>
     if (renewing.add(slot.key)) renewers.execute { () =>
       try slot.renewLocksIfDue() catch {
@@ -145,7 +151,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * not answer, the run may still be running, so a consumer holding a round stays. A run the driver
    * does not know has stopped: its consumer is settled by what it last learned was committed.
    */
-  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = IdleTimeout,
+  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout,
       lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {
     val now = System.nanoTime()
     def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
