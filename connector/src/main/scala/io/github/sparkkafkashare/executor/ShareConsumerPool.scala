@@ -147,7 +147,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * reads. A consumer unused for `idleTimeout` is closed too, unless what it holds waits for the
    * slot's next task ([[ShareConsumerSlot.awaitsTask]]): a batch may run longer than that (a slow
    * foreachBatch) and its records must stay locked until it commits; the records of a batch that
-   * has just committed are the next task's to acknowledge, by the batch's marks. If the driver does
+   * has just committed are the next task's to acknowledge, by the batch's marks, and records taken
+   * in ahead are the next task's to hand out. If the driver does
    * not answer, the run may still be running, so a consumer holding a round stays. A run the driver
    * does not know has stopped: its consumer is settled by what it last learned was committed.
    */

@@ -64,7 +64,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private var subscribed: Set[String] = Set.empty
   @volatile private var held: Option[HeldRecords] = None
   /** Records the background fetch brought in after an empty round: the next round hands them out. */
-  private var acquiredAhead: Option[HeldRecords] = None
+  @volatile private var acquiredAhead: Option[HeldRecords] = None
   /** Start of the last poll that returned nothing: whatever the client returns later was acquired after it. */
   private var bufferEmptySinceNanos: Long = System.nanoTime()
   /** The last poll returned nothing, so the client fetches in the background until records arrive. */
@@ -105,11 +105,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   def holdsUncommitted(committedThrough: Long): Boolean = held.exists(_.round > committedThrough)
 
   /**
-   * Whether what this slot holds is for its next task to settle: a round after `committedThrough`
-   * (a batch still running, which may read it again), or records of any round (only the task
-   * knows the acknowledgement marks of the batch that read them).
+   * Whether what this slot holds is for its next task: a round after `committedThrough` (a batch
+   * still running, which may read it again), records of any round (only the task knows the
+   * acknowledgement marks of the batch that read them), or records taken in ahead of the next round.
    */
-  def awaitsTask(committedThrough: Long): Boolean = held.exists(h => h.round > committedThrough || h.size > 0)
+  def awaitsTask(committedThrough: Long): Boolean =
+    held.exists(h => h.round > committedThrough || h.size > 0) || acquiredAhead.nonEmpty
 
   /**
    * ACCEPTs (or, for marked records, RELEASEs or REJECTs) what the slot holds from a committed

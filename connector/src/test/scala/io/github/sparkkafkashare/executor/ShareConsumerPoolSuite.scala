@@ -47,13 +47,19 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val id = UUID.randomUUID().toString.take(8)
     val (topic, group) = (s"left-behind-$id", s"g-left-behind-$id")
     admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
-    val producer = new KafkaProducer[String, String](
-      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
-    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
+    produce(topic, n)
     val earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
     admin.incrementalAlterConfigs(Map(resource -> Seq(earliest).asJavaCollection).asJava).all().get(30, SECONDS)
     (topic, group)
+  }
+
+  /** `n` records in one record batch (sent at close), which one fetch acquires whole. */
+  private def produce(topic: String, n: Int): Unit = {
+    val producer = new KafkaProducer[String, String](
+      Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> "60000").asJava, new StringSerializer,
+      new StringSerializer)
+    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
   }
 
   private def config(group: String, clientId: String): java.util.Map[String, Object] =
@@ -184,6 +190,32 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty, "accepted, never redelivered")
+    }
+  }
+
+  test("the janitor keeps records a consumer took in ahead of its next round, after an empty round committed") {
+    val (topic, group) = topicAndGroup(0)
+    val run = UUID.randomUUID().toString
+    val key = SlotKey(run, 1)
+    try {
+      val slot = ShareConsumerPool.borrow(key, config(group, s"$run-1"), 30000L, renewLocks = true)
+      try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+      // The consumer fetches on in the background; the pool's renewer takes in what arrives, to keep it locked.
+      produce(topic, 100)
+      eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
+      QueryRunRegistry.publish(run, RunState(committedThrough = 1, homes = Map(1 -> here)))
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      assert(acquiredByAnotherMember(topic, group, seconds = 8).isEmpty, "closed, and what it took in went back to the group")
+
+      val task = ShareConsumerPool.borrow(key, config(group, "unused"), 30000L, renewLocks = true)
+      val next = try {
+        task.settle(committedThrough = 1, AcknowledgementMarks.None) // as a task does before it polls
+        task.pollRound(2, Set(topic), Duration.ofSeconds(5)).asScala
+      } finally ShareConsumerPool.giveBack(task)
+      assert(next.size == 100 && next.forall(r => KafkaShareRows.deliveryCount(r) == 1))
+    } finally {
+      ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
+      QueryRunRegistry.forget(run)
     }
   }
 }
