@@ -4,6 +4,7 @@ behind, checked against the real broker."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -79,7 +80,12 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
     expected = values(300)
     kafka.produce(topic, expected)
     got: list[str] = []
-    query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got, trigger_ms)
+    # A progress report for every trigger that runs no batch, at most one a second (Spark: every 10 s).
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "1s")
+    try:
+        query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got, trigger_ms)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
     try:
         wait_until(lambda: len(got) >= 300, 60, "every record was read")
         # No new records arrive, yet the last batch is acknowledged well within the 30 s lock.
@@ -88,6 +94,15 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
         settled = query.lastProgress["batchId"]
         time.sleep(6)
         assert query.lastProgress["batchId"] - settled <= 1, "an idle stream kept planning batches"
+        idle = [p for p in query.recentProgress if p["batchId"] > settled and p["numInputRows"] == 0]
+        assert len(idle) >= 3, "progress was not reported while idle"
+        waited = statistics.median(p["durationMs"]["latestOffset"] for p in idle)
+        if trigger_ms is None:
+            # Spark asks again 10 ms after a trigger without a batch; the source answers at its next
+            # backlog check (every 500 ms) rather than have Spark's trigger loop spin.
+            assert waited >= 300, [p["durationMs"] for p in idle]
+        else:
+            assert waited < 150, "a processing-time trigger must not wait: Spark would report it as falling behind"
     finally:
         query.stop()
     assert sorted(got) == expected

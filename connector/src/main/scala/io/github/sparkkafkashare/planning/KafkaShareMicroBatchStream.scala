@@ -104,6 +104,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var acknowledgedAtBacklogCheck = 0L
   /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
   private var recordsFlowing = false
+  /** When latestOffset last offered no round (outside Trigger.AvailableNow). */
+  private var offeredNothingAt: Option[Long] = None
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   private var warnedLocksExpired = false
@@ -133,14 +135,29 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
           (lastRoundAcquired == 0 && heldFromStart.isDefined && checkBacklog(force = true).contains(0L))
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
+        if (lastRoundAcquired == 0) waitForBacklogCheckIfSpinning()
         if (lastRoundAcquired > 0 || checkBacklog(force = false).forall(_ > 0)) Some(true) else None
     }
+    offeredNothingAt = if (next.isEmpty && availableNow.isEmpty) Some(System.nanoTime()) else None
     next match {
       case Some(poll) =>
         offeredRounds(startRound + 1) = poll
         KafkaShareSourceOffset(startRound + 1)
       case None => start
     }
+  }
+
+  /**
+   * With the default trigger, Spark asks again 10 ms after a trigger that ran no batch
+   * (`spark.sql.streaming.pollingDelay`), while the answer can only change at the next backlog
+   * check: so a call that close behind an idle one waits for that check instead of spinning Spark's
+   * trigger loop, which was most of an idle stream's CPU. Later calls (a processing-time trigger)
+   * never wait: Spark would report each such trigger as falling behind.
+   */
+  private def waitForBacklogCheckIfSpinning(): Unit = offeredNothingAt.foreach { idleAt =>
+    val now = System.nanoTime()
+    val checkDueIn = backlogChecked.fold(0L)(checked => MetadataRefreshNanos - (now - checked))
+    if (now - idleAt < SpinningGapNanos && checkDueIn > 0) Thread.sleep(TimeUnit.NANOSECONDS.toMillis(checkDueIn) + 1)
   }
 
   override def planInputPartitions(start: Offset, end: Offset): Array[InputPartition] = {
@@ -336,6 +353,8 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
+  /** A call of latestOffset this soon after one that offered nothing comes from Spark's default trigger. */
+  val SpinningGapNanos: Long = TimeUnit.MILLISECONDS.toNanos(50)
 
   /** The streams of the query runs in this driver, by run id: how explicit acknowledgements find theirs. */
   private val runs = new java.util.concurrent.ConcurrentHashMap[String, KafkaShareMicroBatchStream]()
