@@ -148,9 +148,9 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * slot's next task ([[ShareConsumerSlot.awaitsTask]]): a batch may run longer than that (a slow
    * foreachBatch) and its records must stay locked until it commits; the records of a batch that
    * has just committed are the next task's to acknowledge, by the batch's marks, and records taken
-   * in ahead are the next task's to hand out. If the driver does
-   * not answer, the run may still be running, so a consumer holding a round stays. A run the driver
-   * does not know has stopped: its consumer is settled by what it last learned was committed.
+   * in ahead are the next task's to hand out. If the driver does not answer, the run may still be
+   * running, so a consumer holding a round stays. A run the driver does not know has stopped: its
+   * consumer is settled by what it last learned was committed.
    */
   private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout,
       lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {

@@ -13,7 +13,7 @@ import org.apache.spark.SparkConf
 private[sparkkafkashare] object KafkaShareSparkConf {
   /**
    * How long a JVM keeps a share consumer that no task uses before closing it (it then leaves the
-   * group). A consumer whose batch has not committed yet is kept regardless.
+   * group). A consumer holding records its slot's next task is to settle or hand out is kept regardless.
    */
   val ConsumerCacheTimeout = "spark.kafkaShare.consumer.cache.timeout"
   val DefaultConsumerCacheTimeout: Duration = Duration.ofMinutes(5)

@@ -150,8 +150,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   /**
    * With the default trigger, Spark asks again 10 ms after a trigger that ran no batch
    * (`spark.sql.streaming.pollingDelay`), while the answer can only change at the next backlog
-   * check: so a call that close behind an idle one waits for that check instead of spinning Spark's
-   * trigger loop, which was most of an idle stream's CPU. Later calls (a processing-time trigger)
+   * check: so a call that comes close behind an idle one waits for that check instead of spinning
+   * Spark's trigger loop, which was most of an idle stream's CPU. Later calls (a processing-time trigger)
    * never wait: Spark would report each such trigger as falling behind.
    */
   private def waitForBacklogCheckIfSpinning(): Unit = offeredNothingAt.foreach { idleAt =>
