@@ -102,7 +102,8 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
             # backlog check (every 500 ms) rather than have Spark's trigger loop spin.
             assert waited >= 300, [p["durationMs"] for p in idle]
         else:
-            assert waited < 150, "a processing-time trigger must not wait: Spark would report it as falling behind"
+            # Spark would report each trigger that waited as falling behind.
+            assert waited < 150, "a processing-time trigger waited"
     finally:
         query.stop()
     assert sorted(got) == expected
