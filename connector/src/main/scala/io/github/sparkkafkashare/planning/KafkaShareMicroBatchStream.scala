@@ -104,10 +104,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var acknowledgedAtBacklogCheck = 0L
   /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
   private var recordsFlowing = false
-  /** When the last call of latestOffset returned, if it offered no round (outside Trigger.AvailableNow). */
-  private var offeredNothingAt: Option[Long] = None
-  /** Calls of latestOffset in a row that came right after one that offered nothing, since the last wait. */
-  private var quickCalls = 0
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   private var warnedLocksExpired = false
@@ -125,7 +121,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is used instead")
 
   override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
-    quickCalls = if (offeredNothingAt.exists(System.nanoTime() - _ < QuickCallNanos)) quickCalls + 1 else 0
     val startRound = KafkaShareSourceOffset(start).round
     val heldFromStart = lastPlanned.collect { case p if p.round == startRound => acquiredBy(p) }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
@@ -138,31 +133,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
           (lastRoundAcquired == 0 && heldFromStart.isDefined && checkBacklog(force = true).contains(0L))
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
-        if (lastRoundAcquired == 0 && quickCalls >= 2) waitForBacklogCheck()
         if (lastRoundAcquired > 0 || checkBacklog(force = false).forall(_ > 0)) Some(true) else None
     }
-    offeredNothingAt = if (next.isEmpty && availableNow.isEmpty) Some(System.nanoTime()) else None
     next match {
       case Some(poll) =>
         offeredRounds(startRound + 1) = poll
         KafkaShareSourceOffset(startRound + 1)
       case None => start
     }
-  }
-
-  /**
-   * Spark's default trigger asks again 10 ms after a trigger that ran no batch
-   * (`spark.sql.streaming.pollingDelay`), while the answer can only change at the next backlog
-   * check: after two such quick calls in a row, the call waits for that check instead of spinning
-   * Spark's trigger loop, which was most of an idle stream's CPU. A processing-time trigger calls a
-   * trigger interval apart, and must not wait (Spark would report the trigger as falling behind).
-   * One that ran late is followed by one quick call, hence two in a row; and the count starts again
-   * after a wait, so that the late trigger a wait makes does not lead to another wait.
-   */
-  private def waitForBacklogCheck(): Unit = {
-    quickCalls = 0
-    val checkDueIn = backlogChecked.fold(0L)(checked => MetadataRefreshNanos - (System.nanoTime() - checked))
-    if (checkDueIn > 0) Thread.sleep(TimeUnit.NANOSECONDS.toMillis(checkDueIn) + 1)
   }
 
   override def planInputPartitions(start: Offset, end: Offset): Array[InputPartition] = {
@@ -358,8 +336,6 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
-  /** A call of latestOffset this soon after one that offered nothing: Spark's default trigger, or a late trigger. */
-  val QuickCallNanos: Long = TimeUnit.MILLISECONDS.toNanos(50)
 
   /** The streams of the query runs in this driver, by run id: how explicit acknowledgements find theirs. */
   private val runs = new java.util.concurrent.ConcurrentHashMap[String, KafkaShareMicroBatchStream]()
