@@ -4,6 +4,7 @@ behind, checked against the real broker."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -79,15 +80,33 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
     expected = values(300)
     kafka.produce(topic, expected)
     got: list[str] = []
-    query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got, trigger_ms)
+    # A progress report for every trigger that runs no batch, at most one a second (Spark: every 10 s).
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "1s")
+    try:
+        query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest"), got, trigger_ms)
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
     try:
         wait_until(lambda: len(got) >= 300, 60, "every record was read")
         # No new records arrive, yet the last batch is acknowledged well within the 30 s lock.
         wait_until(lambda: kafka.total_lag(group) == 0, 15, "the last batch was acknowledged")
         assert kafka.group_state(group)["members"], "the query should still be running"
-        settled = query.lastProgress["batchId"]
+        reported = len(query.recentProgress)
         time.sleep(6)
-        assert query.lastProgress["batchId"] - settled <= 1, "an idle stream kept planning batches"
+        since = query.recentProgress[reported:]
+        # A progress report with an addBatch time ran a batch; the others report triggers without one.
+        ran = [p["batchId"] for p in since if "addBatch" in p["durationMs"]]
+        assert len(ran) <= 1, f"an idle stream kept planning batches: {ran}"
+        idle = [p for p in since if "addBatch" not in p["durationMs"]]
+        assert len(idle) >= 3, "progress was not reported while idle"
+        waited = statistics.median(p["durationMs"]["latestOffset"] for p in idle)
+        if trigger_ms is None:
+            # Spark asks again 10 ms after a trigger without a batch; the source answers at its next
+            # backlog check (every 500 ms) rather than have Spark's trigger loop spin.
+            assert waited >= 300, [p["durationMs"] for p in idle]
+        else:
+            # Spark would report each trigger that waited as falling behind.
+            assert waited < 150, "a processing-time trigger waited"
     finally:
         query.stop()
     assert sorted(got) == expected

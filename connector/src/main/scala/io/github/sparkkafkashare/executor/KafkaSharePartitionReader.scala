@@ -9,7 +9,7 @@ import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
 import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
-import org.apache.spark.kafkashare.ExecutorLocality
+import org.apache.spark.sql.kafkashare.ExecutorLocality
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
 import org.apache.spark.sql.catalyst.util.GenericArrayData

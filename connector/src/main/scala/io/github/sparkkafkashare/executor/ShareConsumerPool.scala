@@ -11,7 +11,7 @@ import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, Deliver
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
-import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot

@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import io.github.sparkkafkashare.executor.ShareConsumerPool
 import org.apache.spark.internal.Logging
-import org.apache.spark.kafkashare.ExecutorLocality
+import org.apache.spark.sql.kafkashare.ExecutorLocality
 import org.apache.spark.sql.SparkSession
 
 /**

@@ -15,7 +15,7 @@ import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceO
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.kafka.common.TopicPartition
-import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState, StreamingQueryTrigger}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
@@ -104,6 +104,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var acknowledgedAtBacklogCheck = 0L
   /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
   private var recordsFlowing = false
+  /** The last latestOffset offered no round. */
+  private var offeredNothing = false
+  /** Spark asks again 10 ms after a trigger that ran no batch (its default trigger); read on the stream thread. */
+  private lazy val triggersBackToBack = StreamingQueryTrigger.runsBackToBack(session)
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   private var warnedLocksExpired = false
@@ -133,14 +137,28 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
           (lastRoundAcquired == 0 && heldFromStart.isDefined && checkBacklog(force = true).contains(0L))
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
+        if (offeredNothing && lastBacklog.exists(_ <= 0) && triggersBackToBack) waitForBacklogCheck()
         if (lastRoundAcquired > 0 || checkBacklog(force = false).forall(_ > 0)) Some(true) else None
     }
+    offeredNothing = next.isEmpty
     next match {
       case Some(poll) =>
         offeredRounds(startRound + 1) = poll
         KafkaShareSourceOffset(startRound + 1)
       case None => start
     }
+  }
+
+  /**
+   * After a call that offered nothing, and no backlog seen since, the answer can only change at the
+   * next backlog check, so a
+   * query without a trigger interval waits for it here rather than have Spark's trigger loop ask
+   * every 10 ms, which was most of an idle stream's CPU. Queries with an interval never wait: Spark
+   * would report each trigger that waited as falling behind.
+   */
+  private def waitForBacklogCheck(): Unit = backlogChecked.foreach { checked =>
+    val dueInNanos = MetadataRefreshNanos - (System.nanoTime() - checked)
+    if (dueInNanos > 0) TimeUnit.NANOSECONDS.sleep(dueInNanos)
   }
 
   override def planInputPartitions(start: Offset, end: Offset): Array[InputPartition] = {

@@ -16,7 +16,7 @@ import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.{SparkConf, SparkContext}
-import org.apache.spark.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp, RunState}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp, RunState}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite

@@ -1,4 +1,4 @@
-package org.apache.spark.kafkashare
+package org.apache.spark.sql.kafkashare
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.scheduler.ExecutorCacheTaskLocation

@@ -1,4 +1,4 @@
-package org.apache.spark.kafkashare
+package org.apache.spark.sql.kafkashare
 
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicLong
