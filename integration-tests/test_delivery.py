@@ -106,9 +106,13 @@ def test_two_queries_in_one_group_split_the_records(
         for i in range(2)
     ]
     try:
-        # Both queries have started (the first to start also starts the new group's partitions),
-        # so both are asking the group for records when they arrive.
-        wait_until(lambda: all(q.lastProgress for q in queries), 60, "both queries ran their first trigger")
+        # Both queries' consumers have joined and been assigned partitions before the records arrive,
+        # so both get a share (a member the broker has not assigned yet would get nothing).
+        def all_assigned() -> bool:
+            members = kafka.group_state(group)["members"]
+            return len(members) == 4 and all(m["assignment"] for m in members)
+
+        wait_until(all_assigned, 60, "both queries joined the group and were assigned partitions")
         expected = values(6_000)
         kafka.produce(topic, expected, key=lambda i: str(i))
         outputs: list[list[str]] = [[], []]

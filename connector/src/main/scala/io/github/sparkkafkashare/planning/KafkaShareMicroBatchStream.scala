@@ -58,9 +58,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     admin.checkShareGroupsEnabled()
     admin.configureGroup(options)
     val limits = admin.groupLimits()
-    val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
-    admin.startUnreadPartitions(subscribed)
-    val partitions = subscribed.size
+    val partitions = admin.partitionsOf(admin.subscribedTopics(options.subscription)).size
     val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, limits.recordLocksPerPartition)
     cap.foreach { n =>
       logInfo(s"$parallelism consumers share $partitions partitions of share group '${options.groupId}' " +

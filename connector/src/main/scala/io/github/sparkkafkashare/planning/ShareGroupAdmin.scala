@@ -4,11 +4,10 @@ import java.util.concurrent.{ExecutionException, TimeUnit, TimeoutException}
 import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
-import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
-import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, AlterShareGroupOffsetsOptions, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
@@ -74,46 +73,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * default).
    */
   def groupLimits(): GroupLimits = {
-    val configs = groupConfigs()
-    GroupLimits(
-      renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-      recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
-  }
-
-  /**
-   * Starts the group on those of `partitions` it has not read yet, at the offsets its
-   * `share.auto.offset.reset` gives (`earliest` or `latest`; `by_duration` is left to the broker).
-   * Left to the broker, a new group's partitions reach its members about 5 s after the first one
-   * joins: the coordinator starts them then, and assigns them at a later heartbeat. Kafka only lets
-   * an empty group be altered; if members have joined, they start the partitions anyway. The offsets
-   * are read before the group's state, so a partition a member started in between is at worst moved
-   * back (records come again), never forward.
-   */
-  def startUnreadPartitions(partitions: Seq[TopicPartition]): Unit = try {
-    val reset = groupConfigs().get(AutoOffsetResetConfig)
-    val spec = reset.collect {
-      case "earliest" => OffsetSpec.earliest()
-      case "latest" => OffsetSpec.latest()
-    }
-    spec.foreach { spec =>
-      val unread = offsets(partitions.toSet, spec) -- partitionStates().keySet
-      if (unread.nonEmpty) {
-        val starts = unread.map { case (tp, offset) => tp -> java.lang.Long.valueOf(offset) }
-        val options = new AlterShareGroupOffsetsOptions().timeoutMs(math.min(connection.apiTimeoutMs, StartTimeoutMs).toInt)
-        await(s"starting share group '$group' on ${unread.size} partitions",
-          admin.alterShareGroupOffsets(group, starts.asJava, options).all())
-        logInfo(s"Started share group '$group' on ${unread.size} partitions it had not read ($AutoOffsetResetConfig=${reset.get}).")
-      }
-    }
-  } catch {
-    // Only a head start: the group's members start its partitions anyway.
-    case NonFatal(e) => logInfo(s"Share group '$group' starts its partitions as its members join: $e")
-  }
-
-  private def groupConfigs(): Map[String, String] = {
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
     val configs = await(s"reading the configs of share group '$group'", admin.describeConfigs(Seq(resource).asJava).all())
-    Option(configs.get(resource)).map(_.entries().asScala.map(e => e.name() -> e.value()).toMap).getOrElse(Map.empty)
+    def value(name: String): Option[String] = Option(configs.get(resource)).flatMap(c => Option(c.get(name))).map(_.value())
+    GroupLimits(
+      renewAllowed = value(RenewAllowedConfig).forall(_.toBoolean),
+      recordLocksPerPartition = value(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
   }
 
   /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
@@ -154,12 +119,10 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The log end offset of each partition. */
-  def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())
-
-  private def offsets(partitions: Set[TopicPartition], spec: OffsetSpec): Map[TopicPartition, Long] = {
+  def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = {
     if (partitions.isEmpty) return Map.empty
-    val listed = admin.listOffsets(partitions.map(tp => tp -> spec).toMap.asJava)
-    partitions.flatMap(tp => awaitIfExists(s"listing the offsets of $tp", listed.partitionResult(tp)).map(tp -> _.offset())).toMap
+    val listed = admin.listOffsets(partitions.map(tp => tp -> OffsetSpec.latest()).toMap.asJava)
+    partitions.flatMap(tp => awaitIfExists(s"listing the end offset of $tp", listed.partitionResult(tp)).map(tp -> _.offset())).toMap
   }
 
   /**
@@ -232,8 +195,6 @@ private[sparkkafkashare] object ShareGroupAdmin {
   /** Kafka's default for `group.share.record.lock.duration.ms`. */
   val DefaultLockDurationMs = 30000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
-  /** The most a query's start waits for Kafka to start its group's partitions (they start anyway). */
-  val StartTimeoutMs = 5000L
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
   def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
