@@ -299,9 +299,12 @@ def idle_cpu(
 
 
 def jvm_cpu(spark: SparkSession, seconds: int) -> dict[str, Any]:
-    """The driver JVM's CPU use over `seconds`, as a share of one core: in all, and by thread role."""
+    """The driver JVM's CPU use over `seconds`, as a share of one core: in all, and by thread role.
+    A full GC first, so that the garbage of the drains before is not billed to what is measured."""
     jvm = spark._jvm
     assert jvm is not None
+    jvm.java.lang.System.gc()
+    time.sleep(2)
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
     cpu_before, started = _cpu_seconds(jvm_pid), time.monotonic()
     threads_before = _thread_cpu_seconds(spark)
