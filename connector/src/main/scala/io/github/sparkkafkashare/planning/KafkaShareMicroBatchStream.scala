@@ -151,10 +151,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   /**
    * After a call that offered nothing, and no backlog seen since, the answer can only change at the
-   * next backlog check, so a
-   * query without a trigger interval waits for it here rather than have Spark's trigger loop ask
-   * every 10 ms, which was most of an idle stream's CPU. Queries with an interval never wait: Spark
-   * would report each trigger that waited as falling behind.
+   * next backlog check, so a query without a trigger interval waits for it here rather than have
+   * Spark's trigger loop ask every 10 ms, which was most of an idle stream's CPU. Queries with an
+   * interval never wait: Spark would report each trigger that waited as falling behind.
    */
   private def waitForBacklogCheck(): Unit = backlogChecked.foreach { checked =>
     val dueInNanos = MetadataRefreshNanos - (System.nanoTime() - checked)
