@@ -16,7 +16,7 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      with the lock limit raised to 4000, and tuned to spread records over consumers in smaller polls
      (`share.acquire.mode=record_limit`, `max.poll.records=250`);
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
-     with a 1 s trigger: the driver JVM's CPU use over 20 s, beside the same JVM's with no query running;
+     with a 1 s trigger: the driver JVM's CPU use over 60 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each.
 
 Throughput is given end to end (query start to end, as the perf tool measures) and from the first
@@ -277,7 +277,7 @@ def drain(spark: SparkSession, scenario: str, df: DataFrame, records: int, work_
 
 
 def idle_cpu(
-    spark: SparkSession, source: str, topic: str, records: int, trigger: str | None, seconds: int = 20
+    spark: SparkSession, source: str, topic: str, records: int, trigger: str | None, seconds: int = 60
 ) -> dict[str, Any]:
     """Share of one core the driver JVM (executor too, in local mode) uses while a drained stream idles."""
     writer = read_stream(spark, source, topic, "bench-idle").load().writeStream.format("noop")
@@ -299,56 +299,64 @@ def idle_cpu(
 
 
 def jvm_cpu(spark: SparkSession, seconds: int) -> dict[str, Any]:
-    """The driver JVM's CPU use over `seconds`, as a share of one core: in all, and by thread role.
-    A full GC first, so that the garbage of the drains before is not billed to what is measured."""
+    """The driver JVM's CPU use over `seconds`, as a share of one core: in all, and by thread role
+    (from Linux's per-thread counters, so the JVM's own threads are split into the JIT compiler and
+    the rest). A full GC first, so that the garbage of the drains before is not billed to it."""
     jvm = spark._jvm
     assert jvm is not None
     jvm.java.lang.System.gc()
     time.sleep(2)
     jvm_pid = jvm.java.lang.ProcessHandle.current().pid()
-    cpu_before, started = _cpu_seconds(jvm_pid), time.monotonic()
-    threads_before = _thread_cpu_seconds(spark)
+    threads_before, cpu_before = _thread_cpu_seconds(jvm_pid), _cpu_seconds(jvm_pid)
+    started = time.monotonic()
     time.sleep(seconds)
-    cpu_s = _cpu_seconds(jvm_pid) - cpu_before
-    threads = _thread_cpu_seconds(spark)
+    cpu_s, threads = _cpu_seconds(jvm_pid) - cpu_before, _thread_cpu_seconds(jvm_pid)
     elapsed = time.monotonic() - started
     by_role: dict[str, float] = {}
-    for thread_id, (name, cpu) in threads.items():
+    for tid, (name, cpu) in threads.items():
         role = _thread_role(name)
-        by_role[role] = by_role.get(role, 0.0) + cpu - threads_before.get(thread_id, (name, 0.0))[1]
-    by_role["JVM itself (GC, JIT)"] = cpu_s - sum(by_role.values())
+        by_role[role] = by_role.get(role, 0.0) + cpu - threads_before.get(tid, (name, 0.0))[1]
+    # Threads that ended during the window (Spark's idle task threads) are in the process's total only.
+    by_role["other threads"] = by_role.get("other threads", 0.0) + cpu_s - sum(by_role.values())
     return {
         "core_share_pct": 100 * cpu_s / elapsed,
         "core_share_pct_by_thread": {role: round(100 * cpu / elapsed, 2) for role, cpu in by_role.items()},
     }
 
 
-def _thread_cpu_seconds(spark: SparkSession) -> dict[int, tuple[str, float]]:
-    """CPU time of each live Java thread of the driver JVM, by thread id."""
-    jvm = spark._jvm
-    assert jvm is not None
-    threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
-    cpu: dict[int, tuple[str, float]] = {}
-    for thread_id in threads.getAllThreadIds():
-        info = threads.getThreadInfo(thread_id)
-        if info is not None:
-            cpu[thread_id] = (str(info.getThreadName()), threads.getThreadCpuTime(thread_id) / 1e9)
+def _thread_cpu_seconds(pid: int) -> dict[str, tuple[str, float]]:
+    """User plus system CPU time of each thread of a process, with its (15-character) name, by thread id."""
+    cpu: dict[str, tuple[str, float]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:
+            continue  # the thread ended
+        cpu[task.name] = (stat[stat.index("(") + 1 : stat.rindex(")")], _stat_cpu_seconds(stat))
     return cpu
 
 
 def _thread_role(name: str) -> str:
-    if name.startswith("stream execution thread"):
+    if name.startswith("stream executio"):
         return "Spark's trigger loop"
-    if name.startswith(("consumer_background_thread", "kafka-admin-client-thread", "kafka-coordinator")):
+    if name.startswith(("consumer_backgr", "kafka-admin-cli", "kafka-coordinat")):
         return "Kafka clients"
-    if name.startswith(("kafka-share-consumer-pool", "kafka-share-lock-renewer")):
+    if name.startswith("kafka-share-"):
         return "kafka-share lock renewer and janitor"
-    return "other Spark threads"
+    if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+        return "JIT compiler"
+    if name.startswith(("G1 ", "GC Thread", "VM ", "Monitor Deflati", "Service Thread", "Common-Cleaner")):
+        return "GC and VM"
+    return "other threads"
 
 
 def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process, from Linux's /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text())
+
+
+def _stat_cpu_seconds(stat: str) -> float:
+    fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -397,7 +405,7 @@ def main() -> None:
         # still busy after the drains, compiling and collecting): what an idle stream adds is
         # measured against this.
         time.sleep(10)
-        baseline = jvm_cpu(spark, 20)
+        baseline = jvm_cpu(spark, 60)
         results.append({"scenario": "idle) no query (the JVM's own use)", "partitions": 4, **baseline})
         print(json.dumps(results[-1]), flush=True)
     if "d" in SECTIONS:
@@ -482,7 +490,11 @@ def print_table(results: list[dict[str, Any]]) -> None:
         if baseline and r["scenario"].startswith("idle)") and r is not baseline:
             total = r["core_share_pct"]
             added = total - baseline["core_share_pct"]
-            print(f"{r['scenario']}: {total:.2f}% of a core, {added:.2f}% over the JVM with no query")
+            jit = r["core_share_pct_by_thread"].get("JIT compiler", 0.0)
+            print(
+                f"{r['scenario']}: {total:.2f}% of a core, {added:.2f}% over the JVM with no query, "
+                f"{total - jit:.2f}% without the JIT compiler"
+            )
     by_strategy = {r["strategy"]: r for r in results if "strategy" in r}
     for strategy, r in by_strategy.items():
         cost = r["records_per_s"] / by_strategy["none"]["records_per_s"]

@@ -101,10 +101,17 @@ class KafkaCluster:
         futures[name].result(timeout=30)
         return name
 
-    def produce(self, topic: str, values: list[str], key: Callable[[int], str] | None = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        values: list[str],
+        key: Callable[[int], str] | None = None,
+        partition: int | None = None,
+    ) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "acks": "all"})
+        to = {} if partition is None else {"partition": partition}
         for i, value in enumerate(values):
-            producer.produce(topic, value=value.encode(), key=key(i).encode() if key else None)
+            producer.produce(topic, value=value.encode(), key=key(i).encode() if key else None, **to)
             if i % 1000 == 999:
                 producer.poll(0)
         remaining = producer.flush(60)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col
@@ -110,6 +111,34 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
     finally:
         query.stop()
     assert sorted(got) == expected
+
+
+def test_partitions_added_to_the_topic_are_read_by_the_running_query(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """Partitions added to the topic while the query runs are read, each record once, within
+    seconds: the driver describes a topic's partitions again every 5 s, and the group coordinator
+    assigns a new partition at a member's next heartbeat (every 5 s)."""
+    topic = kafka.new_topic(partitions=1)
+    expected = values(100, "p0")
+    kafka.produce(topic, expected)
+    got: list[str] = []
+    stream = share_stream(spark, topic, group, startingOffsets="earliest")
+    query = collect_values(stream, got, trigger_ms=None)
+    try:
+        wait_until(lambda: len(got) >= 100, 60, "the first partition's records were read")
+        kafka.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+        added = time.monotonic()
+        for partition in (1, 2):
+            expected += values(100, f"p{partition}")
+            kafka.produce(topic, values(100, f"p{partition}"), partition=partition)
+        wait_until(lambda: len(got) >= 300, 60, "the added partitions' records were read")
+        took = time.monotonic() - added
+        time.sleep(1)
+    finally:
+        query.stop()
+    assert sorted(got) == sorted(expected)
+    assert took < 20, f"the added partitions were read {took:.0f} s after they were added"
 
 
 def test_stop_closes_every_consumer_and_leaves_the_group(

@@ -1,5 +1,7 @@
 package io.github.sparkkafkashare.planning
 
+import java.util.concurrent.TimeUnit
+
 import org.apache.kafka.common.TopicPartition
 
 /**
@@ -12,14 +14,16 @@ import org.apache.kafka.common.TopicPartition
  * @param clientIdPrefix the client id prefix of this query run's consumers
  */
 private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String) {
+  import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
   /** End offsets of unreported partitions as of the start of a round that found nothing in them. */
   private var quiet: Map[TopicPartition, Long] = Map.empty
+  private var described = DescribedTopics(Set.empty, Set.empty, 0L)
 
   /** Records left for the group in `topics`; None when Kafka cannot say and they may hold some. */
   def refresh(topics: Set[String]): Option[Long] = {
-    lags = admin.lags(topics)
+    lags = admin.lags(partitionsOf(topics))
     val unreported = lags.collect { case (tp, None) => tp }.toSet
     val known = lags.values.flatten.sum
     if (unreported.isEmpty) Some(known)
@@ -38,4 +42,24 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
 
   /** The round that began with `atRoundStart` acquired nothing. */
   def roundFoundNothing(atRoundStart: Map[TopicPartition, Long]): Unit = quiet ++= atRoundStart
+
+  /**
+   * The partitions of `topics`, described again only when the topics change, one of them had none
+   * (not created yet), or [[PartitionsRefreshNanos]] have passed, so that most backlog checks are one
+   * Admin lookup instead of two. A partition added to a topic is assigned to a member at its next
+   * heartbeat (every 5 s by default), so describing it sooner would not read it sooner.
+   */
+  private def partitionsOf(topics: Set[String]): Set[TopicPartition] = {
+    val now = System.nanoTime()
+    val stale = topics != described.topics || now - described.at > PartitionsRefreshNanos ||
+      topics.exists(topic => !described.partitions.exists(_.topic() == topic))
+    if (stale) described = DescribedTopics(topics, admin.partitionsOf(topics).toSet, now)
+    described.partitions
+  }
+}
+
+private object Backlog {
+  val PartitionsRefreshNanos: Long = TimeUnit.SECONDS.toNanos(5)
+
+  private final case class DescribedTopics(topics: Set[String], partitions: Set[TopicPartition], at: Long)
 }

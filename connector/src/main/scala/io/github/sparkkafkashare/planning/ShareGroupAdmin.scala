@@ -100,12 +100,11 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /**
-   * Per partition of `topics`: the records the group has yet to finish (available, or acquired and
-   * not yet acknowledged), or None where Kafka cannot say (a share-partition it has not persisted).
+   * Per partition: the records the group has yet to finish (available, or acquired and not yet
+   * acknowledged), or None where Kafka cannot say (a share-partition it has not persisted).
    */
-  def lags(topics: Set[String]): Map[TopicPartition, Option[Long]] = {
-    if (topics.isEmpty) return Map.empty
-    val partitions = partitionsOf(topics)
+  def lags(partitions: Set[TopicPartition]): Map[TopicPartition, Option[Long]] = {
+    if (partitions.isEmpty) return Map.empty
     val states = partitionStates()
     partitions.map(tp => tp -> states.get(tp).flatMap(lagOf)).toMap
   }
