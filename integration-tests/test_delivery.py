@@ -3,6 +3,9 @@ sink, and the acknowledgement state read back through Kafka's Admin API."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
 from pathlib import Path
 
 from pyspark import TaskContext
@@ -178,4 +181,55 @@ def test_failed_task_releases_its_records_and_they_come_back(
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     # The failed attempt released what it had acquired: those records were delivered a second time.
     assert max(r.deliveryCount for r in rows) >= 2
+    assert kafka.total_lag(group) == 0
+
+
+def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at_most(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """Back-to-back availableNow drains, as a scheduled job runs them, while records keep arriving.
+    Each drain ends with records its consumers fetched ahead; the stop releases them, and Kafka
+    counted that fetch as a delivery. The next drain must read them first, so none is lost and none
+    reaches a third delivery (five would archive it)."""
+    topic = kafka.new_topic(partitions=4)
+    produced: list[str] = []
+    done = threading.Event()
+
+    def produce() -> None:
+        while not done.is_set():
+            batch = values(100, f"r{len(produced):06d}")
+            kafka.produce(topic, batch)
+            produced.extend(batch)
+            time.sleep(0.5)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    seen: list[tuple[str, int]] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
+        seen.extend((r.v, r.deliveryCount) for r in rows)
+
+    def drain() -> None:
+        stream = share_stream(spark, topic, group, startingOffsets="earliest")
+        query = stream.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+
+    try:
+        for _ in range(6):
+            drain()
+    finally:
+        done.set()
+        producer.join()
+    fetched_ahead = sum(1 for _, count in seen if count > 1)
+    drain()  # what the producer added last
+    drain()
+
+    lost, duplicated = lost_and_duplicated(produced, [v for v, _ in seen])
+    assert not lost, f"{len(lost)} of {len(produced)} records lost"
+    assert not duplicated, f"{len(duplicated)} records read twice"
+    assert fetched_ahead > 0, "no drain ended with records fetched ahead: the test did not test that"
+    counts = Counter(count for _, count in seen)
+    assert max(counts) <= 2, f"deliveryCount per record: {dict(counts)}"
     assert kafka.total_lag(group) == 0
