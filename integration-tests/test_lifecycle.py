@@ -130,8 +130,9 @@ def test_partitions_added_to_the_topic_are_read_by_the_running_query(
         kafka.admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
         added = time.monotonic()
         for partition in (1, 2):
-            expected += values(100, f"p{partition}")
-            kafka.produce(topic, values(100, f"p{partition}"), partition=partition)
+            records = values(100, f"p{partition}")
+            expected += records
+            kafka.produce(topic, records, partition=partition)
         wait_until(lambda: len(got) >= 300, 60, "the added partitions' records were read")
         took = time.monotonic() - added
         time.sleep(1)

@@ -19,7 +19,7 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
   /** End offsets of unreported partitions as of the start of a round that found nothing in them. */
   private var quiet: Map[TopicPartition, Long] = Map.empty
-  private var described = DescribedTopics(Set.empty, Set.empty, 0L)
+  private var described: Option[DescribedTopics] = None
 
   /** Records left for the group in `topics`; None when Kafka cannot say and they may hold some. */
   def refresh(topics: Set[String]): Option[Long] = {
@@ -51,10 +51,15 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
    */
   private def partitionsOf(topics: Set[String]): Set[TopicPartition] = {
     val now = System.nanoTime()
-    val stale = topics != described.topics || now - described.at > PartitionsRefreshNanos ||
-      topics.exists(topic => !described.partitions.exists(_.topic() == topic))
-    if (stale) described = DescribedTopics(topics, admin.partitionsOf(topics).toSet, now)
-    described.partitions
+    val current = described.filter { d =>
+      d.topics == topics && now - d.at <= PartitionsRefreshNanos &&
+        topics.forall(topic => d.partitions.exists(_.topic() == topic))
+    }
+    current.getOrElse {
+      val fresh = DescribedTopics(topics, admin.partitionsOf(topics).toSet, now)
+      described = Some(fresh)
+      fresh
+    }.partitions
   }
 }
 
