@@ -86,5 +86,9 @@ clean:
 
 # Throughput, batch latency and heap of kafka-share against Kafka's own share-consumer perf tool, on
 # the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data.
-bench: $(JAR) kafka-up
+bench: $(JAR) $(VENV)/.bench-installed kafka-up
 	$(VENV_PY) benchmarks/bench.py --jar $(JAR)
+
+$(VENV)/.bench-installed: $(VENV)/.installed benchmarks/requirements.txt
+	$(VENV_PY) -m pip install --quiet -r benchmarks/requirements.txt
+	touch $@

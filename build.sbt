@@ -95,6 +95,23 @@ lazy val sparkKafkaSource = project
     libraryDependencies += "org.apache.spark" %% "spark-sql-kafka-0-10" % "4.2.0"
   )
 
+// S3A, for `make bench`'s exactly-once strategies with the checkpoint on an S3 endpoint (an emulator
+// run locally). hadoop-aws must match the Hadoop of pyspark's jars (hadoop-client-api 3.5.0), which
+// also provides hadoop-common at run time. spark-hadoop-cloud holds Spark's checkpoint file manager
+// for object stores; Maven Central serves it up to Spark 4.1.2 (built against the same
+// CheckpointFileManager as 4.3.0), and only its own jar is wanted. Not published, and never on the
+// connector's classpath.
+lazy val objectStore = project
+  .in(file("benchmarks/object-store"))
+  .settings(
+    name := "object-store",
+    publish / skip := true,
+    libraryDependencies ++= Seq(
+      "org.apache.hadoop" % "hadoop-aws" % "3.5.0",
+      "org.apache.spark" %% "spark-hadoop-cloud" % "4.1.2" intransitive ()
+    )
+  )
+
 lazy val root = project
   .in(file("."))
   .aggregate(connector)

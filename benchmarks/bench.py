@@ -17,7 +17,11 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      (`share.acquire.mode=record_limit`, `max.poll.records=250`);
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
      with a 1 s trigger: the driver JVM's CPU use over 60 s, beside the same JVM's with no query running;
-  e) the exactly-once strategies: the b) drain at parallelism 4 under each.
+  e) the exactly-once strategies: the b) drain at parallelism 4 under each;
+  f) the same on a smaller topic with the checkpoint on S3 (moto's S3 emulator, run locally; Hadoop's
+     S3A client): the requests each batch makes to the store, Spark's own checkpoint files and the
+     records log apart; with Spark's default checkpoint file manager, and with its manager for object
+     stores (spark-hadoop-cloud's AbortableStreamBasedCheckpointFileManager).
 
 Throughput is given end to end (query start to end, as the perf tool measures) and from the first
 batch with records to the end of the last (a share consumer first has to join its group).
@@ -42,6 +46,8 @@ import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamReader
 
+from object_store import S3Emulator
+
 REPO = Path(__file__).resolve().parent.parent
 TOOL = str(REPO / "dev" / "kafka-tool")
 
@@ -59,9 +65,15 @@ parser.add_argument(
     default=int(os.environ.get("BENCH_WORK_RECORDS", "20000")),
 )
 parser.add_argument(
+    "--s3-records",
+    type=int,
+    default=int(os.environ.get("BENCH_S3_RECORDS", "200000")),
+)
+parser.add_argument(
     "--sections",
-    default="ab,idle,d,strategies",
-    help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost)",
+    default="ab,idle,d,strategies,objectstore",
+    help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost), "
+    "objectstore (the strategies with the checkpoint on S3)",
 )
 args = parser.parse_args()
 SECTIONS = set(args.sections.split(","))
@@ -176,10 +188,10 @@ WORK_VARIANTS = (
 )
 
 
-def spark_kafka_source_jars() -> list[str]:
-    """Spark's `kafka` source and the jars it needs that pyspark does not ship (kafka-clients 3.9, ...)."""
+def sbt_jars(project: str, jar_prefix: str) -> list[str]:
+    """The jars of a jars-only sbt project of this build that pyspark does not ship."""
     run = subprocess.run(
-        [str(REPO / "dev" / "sbt-classpath"), "sparkKafkaSource", "spark-sql-kafka-0-10_"],
+        [str(REPO / "dev" / "sbt-classpath"), project, jar_prefix],
         capture_output=True,
         text=True,
         check=True,
@@ -216,6 +228,7 @@ def kafka_share(
     work_ms: int = 0,
     options: dict[str, str] | None = None,
     group_config: str = "",
+    checkpoint: str | None = None,
 ) -> dict[str, Any]:
     df = (
         read_stream(spark, "kafka-share", topic, group_config=group_config)
@@ -223,7 +236,7 @@ def kafka_share(
         .options(**(options or {}))
         .load()
     )
-    return drain(spark, scenario, df, records, work_ms) | {"parallelism": parallelism}
+    return drain(spark, scenario, df, records, work_ms, checkpoint) | {"parallelism": parallelism}
 
 
 def spark_kafka_source(
@@ -235,7 +248,14 @@ def spark_kafka_source(
     return drain(spark, scenario, df, records, work_ms) | {"commit_to_ack_ms_p50": None}
 
 
-def drain(spark: SparkSession, scenario: str, df: DataFrame, records: int, work_ms: int) -> dict[str, Any]:
+def drain(
+    spark: SparkSession,
+    scenario: str,
+    df: DataFrame,
+    records: int,
+    work_ms: int,
+    checkpoint: str | None = None,
+) -> dict[str, Any]:
     """Drains `df` with Trigger.AvailableNow into the `noop` sink; figures from the query's progress."""
     if work_ms:
         df = df.selectExpr(
@@ -244,7 +264,8 @@ def drain(spark: SparkSession, scenario: str, df: DataFrame, records: int, work_
         )
     reset_peak_heap(spark)
     started = time.monotonic()
-    query = df.writeStream.format("noop").trigger(availableNow=True).start()
+    writer = df.writeStream.format("noop").trigger(availableNow=True)
+    query = (writer.option("checkpointLocation", checkpoint) if checkpoint else writer).start()
     query.awaitTermination()
     elapsed = time.monotonic() - started
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -268,6 +289,7 @@ def drain(spark: SparkSession, scenario: str, df: DataFrame, records: int, work_
         "flowing_records_per_s": read / flowing_s,
         "mb_per_s": read * args.record_size / elapsed / 2**20,
         "batches": len(progress),
+        "batches_run": sum(1 for p in query.recentProgress if "addBatch" in p["durationMs"]),
         "batch_ms_p50": _percentile(durations, 50),
         "batch_ms_p99": _percentile(durations, 99),
         "commit_to_ack_ms_p50": _percentile(sorted(gaps), 50),
@@ -372,16 +394,32 @@ def _percentile(sorted_values: list[float], pct: int) -> float | None:
     return statistics.quantiles(sorted_values, n=100, method="inclusive")[pct - 1]
 
 
+STRATEGIES = ("none", "checkpoint-dedup", "two-phase-commit")
+# f) Spark's checkpoint file manager for object stores: writes a file in place instead of renaming it.
+ABORTABLE_MANAGER = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
+S3_VARIANTS = (
+    *((strategy, "default") for strategy in STRATEGIES),
+    ("none", "abortable"),
+    ("two-phase-commit", "abortable"),
+)
+
+
 def main() -> None:
-    spark = (
+    jars = [args.jar, *sbt_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")]
+    s3 = S3Emulator() if "objectstore" in SECTIONS else None
+    if s3:
+        jars += sbt_jars("objectStore", "hadoop-aws-")
+    builder = (
         SparkSession.builder.master("local[4]")
-        .config("spark.jars", ",".join([args.jar, *spark_kafka_source_jars()]))
+        .config("spark.jars", ",".join(jars))
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "2g")
         # Keep every batch's progress, for the batch-duration percentiles.
         .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
-        .getOrCreate()
     )
+    for key, value in (s3.spark_conf() if s3 else {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     results: list[dict[str, Any]] = []
     topic_4p = make_topic(4, args.records)
@@ -421,12 +459,40 @@ def main() -> None:
                 results.append(result | {"partitions": 1, "variant": f"work {variant}"})
                 print(json.dumps(results[-1]), flush=True)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
-    for strategy in ("none", "checkpoint-dedup", "two-phase-commit") if "strategies" in SECTIONS else ():
+    for strategy in STRATEGIES if "strategies" in SECTIONS else ():
         options = {"kafka.share.exactly.once.strategy": strategy}
         result = kafka_share(spark, f"e) strategy {strategy} P=4", topic_4p, 4, args.records, 0, options)
         results.append(result | {"partitions": 4, "strategy": strategy})
         print(json.dumps(results[-1]), flush=True)
+    # f) The same with the checkpoint on S3: what each batch asks of the store. A first write starts
+    # S3A's client, so that the first strategy does not pay for it.
+    if s3:
+        spark.range(1).write.mode("overwrite").json(f"s3a://{S3Emulator.bucket}/warm-up")
+        s3_topic = make_topic(4, args.s3_records)
+    for strategy, manager in S3_VARIANTS if s3 else ():
+        name = f"{strategy}-{manager}-{uuid.uuid4().hex[:6]}"
+        options = {"kafka.share.exactly.once.strategy": strategy}
+        scenario = f"f) strategy {strategy} P=4, checkpoint on S3, {manager} checkpoint manager"
+        checkpoint = f"s3a://{S3Emulator.bucket}/{name}"
+        if manager == "abortable":
+            spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", ABORTABLE_MANAGER)
+        result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, "", checkpoint)
+        spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+        requests = s3.requests_under(name)  # type: ignore[union-attr]
+        per_batch = {
+            origin: sum(verbs.values()) / result["batches_run"] for origin, verbs in requests.items()
+        }
+        on_s3 = {
+            "strategy_on_s3": strategy,
+            "checkpoint_manager": manager,
+            "s3_requests": requests,
+            "s3_requests_per_batch": per_batch,
+        }
+        results.append(result | {"partitions": 4} | on_s3)
+        print(json.dumps(results[-1]), flush=True)
     spark.stop()
+    if s3:
+        s3.stop()
 
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = REPO / "benchmarks" / "results" / f"{stamp}.json"
@@ -435,6 +501,7 @@ def main() -> None:
         "records": args.records,
         "record_size": args.record_size,
         "work_records": args.work_records,
+        "s3_records": args.s3_records,
         "sections": sorted(SECTIONS),
         "machine": f"{os.cpu_count()} cores",
         "spark": "4.3.0 local[4]",
@@ -495,10 +562,19 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"{r['scenario']}: {total:.2f}% of a core, {added:.2f}% over the JVM with no query, "
                 f"{total - jit:.2f}% without the JIT compiler"
             )
-    by_strategy = {r["strategy"]: r for r in results if "strategy" in r}
-    for strategy, r in by_strategy.items():
-        cost = r["records_per_s"] / by_strategy["none"]["records_per_s"]
-        print(f"e {strategy}: {cost:.2f} of none's throughput, batch p50 {fmt(r['batch_ms_p50'])} ms")
+    groups = [("e", [r for r in results if "strategy" in r])]
+    for manager in ("default", "abortable"):
+        on_s3 = [r for r in results if r.get("checkpoint_manager") == manager]
+        groups.append((f"f, checkpoint on S3, {manager} checkpoint manager", on_s3))
+    for label, group in groups:
+        by_strategy = {r.get("strategy", r.get("strategy_on_s3")): r for r in group}
+        for strategy, r in by_strategy.items():
+            cost = r["records_per_s"] / by_strategy["none"]["records_per_s"]
+            print(
+                f"{label} {strategy}: {cost:.2f} of none's throughput, batch p50 {fmt(r['batch_ms_p50'])} ms"
+            )
+            for origin, per_batch in r.get("s3_requests_per_batch", {}).items():
+                print(f"    {origin}: {per_batch:.1f} requests a batch {r['s3_requests'][origin]}")
 
 
 if __name__ == "__main__":

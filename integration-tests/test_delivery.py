@@ -151,7 +151,7 @@ def test_failed_task_releases_its_records_and_they_come_back(
     df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "2", "startingOffsets": "earliest"})
 
     @udf("string")
-    def fail_once(value: bytes) -> str:
+    def fail_once(value):  # no type hints: PySpark would try to read them as a pandas UDF's, and warn
         # The first task attempt that sees a record fails, once in the whole test.
 
         ctx = TaskContext.get()

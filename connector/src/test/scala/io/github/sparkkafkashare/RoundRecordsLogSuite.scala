@@ -2,7 +2,7 @@ package io.github.sparkkafkashare
 
 import java.nio.file.Files
 
-import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import org.apache.hadoop.conf.Configuration
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
@@ -21,7 +21,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2)))
     log.write(3, 1, Seq(record(1, 5)))
     log.write(3, 1, Seq(record(1, 6))) // a retried task replaces its failed attempt's file
-    assert(log.rounds() == Seq(3L))
+    assert(log.slotFiles().keySet == Set(3L))
     assert(log.read(3) == Map(0 -> Seq(record(0, 10), record(0, 11, deliveryCount = 2)), 1 -> Seq(record(1, 6))))
     assert(log.read(4).isEmpty)
   }
@@ -41,7 +41,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(2, 0, Seq(record(0, 3), record(1, 7)))
     log.write(3, 0, Seq(record(0, 9)))
     val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L))
-    assert(log.rounds() == Seq(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
+    assert(log.slotFiles().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
   }
 
@@ -51,10 +51,10 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(1, 0, Seq(record(0, 1)))
     log.write(2, 1, Seq(record(0, 2)))
     val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
-    assert(index.deliveredBefore(2, candidates) == Set(RecordCoordinates("t", 0, 1)))
-    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
+    assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.handedOver(3, slot = 0, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)), Set.empty))
     log.delete(1)
-    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 2)))
+    assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 2)))
   }
 
   test("the index finds what other slots logged for the same round, not what this slot logged") {
@@ -64,8 +64,35 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(4, 1, Seq(record(0, 2)))
     log.write(3, 2, Seq(record(0, 3)))
     val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
-    assert(index.loggedByOtherSlots(4, slot = 1, candidates) == Set(RecordCoordinates("t", 0, 1)))
-    log.write(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once
-    assert(index.loggedByOtherSlots(4, slot = 1, candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 3)))
+    assert(index.handedOver(4, slot = 1, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 3)), Set(RecordCoordinates("t", 0, 1))))
+    log.write(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
+    log.write(4, 3, Seq(record(0, 2)))
+    assert(index.handedOver(4, slot = 1, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
+    assert(index.handedOver(4, slot = 0, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 2)))
+  }
+
+  test("listing and reading a round while other slots write their files never fails") {
+    val log = newLog()
+    log.write(1, 0, Seq(record(0, 1)))
+    val stop = new java.util.concurrent.atomic.AtomicBoolean(false)
+    // Other slots write their files (a temporary file, renamed into place) while slot 0 reads the round.
+    val writer = new Thread(() => { var slot = 1; while (!stop.get()) { log.write(1, slot, Seq(record(1, slot))); slot += 1 } })
+    writer.start()
+    try {
+      val deadline = System.nanoTime() + 2000000000L
+      while (System.nanoTime() < deadline) {
+        val read = log.read(1)
+        assert(read(0) == Seq(record(0, 1)) && read.forall { case (slot, records) => slot == 0 || records == Seq(record(1, slot)) })
+      }
+    } finally { stop.set(true); writer.join() }
+  }
+
+  test("an unfinished write leaves no slot file behind for readers") {
+    val log = newLog()
+    log.write(6, 0, Seq(record(0, 1)))
+    val roundDir = new java.io.File(log.dir, "6")
+    java.nio.file.Files.writeString(new java.io.File(roundDir, ".1.json.1234.tmp").toPath, "{\"records\": [[") // a task died here
+    assert(log.slotFiles().map { case (round, slots) => round -> slots.keySet } == Map(6L -> Set(0)))
+    assert(log.read(6) == Map(0 -> Seq(record(0, 1))) && log.read(6, 1).isEmpty)
   }
 }

@@ -1,12 +1,15 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import java.io.{FileNotFoundException, IOException}
 import java.nio.charset.StandardCharsets.UTF_8
+import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.ObjectMapper
-import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.hadoop.fs.{CommonPathCapabilities, FSDataInputStream, FileStatus, FileSystem, Path}
+import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
 
@@ -26,51 +29,81 @@ private[sparkkafkashare] final case class LoggedRecord(coordinates: RecordCoordi
  *
  * Files are small: a round holds at most what the consumers acquired in it, and the driver deletes
  * files whose records all lie below their share-partition start offset (never delivered again).
+ *
+ * Each task writes one file and lists the log once, so on an object store a round costs each task a
+ * few requests (see "Exactly-once strategies" in docs/benchmarks.md for the counts).
  */
 private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf: SerializableConfiguration)
   extends Serializable {
 
   @transient private lazy val root = new Path(dir)
   @transient private lazy val fs: FileSystem = root.getFileSystem(hadoopConf.value)
+  /**
+   * Whether a file only appears, whole, when its stream is closed, and can be abandoned instead (S3A
+   * says so; it is what Spark's own abortable-stream checkpoint manager requires). There a file is
+   * written in place with one request, where a rename would be a copy and a delete.
+   */
+  @transient private lazy val filesAppearWhole = fs.hasPathCapability(root, CommonPathCapabilities.ABORTABLE_STREAM)
 
-  /** Replaces the slot's file for `round` with `records` (written to a temporary file, then renamed). */
+  /** Replaces the slot's file for `round` with `records`, so that readers never see part of it. */
   def write(round: Long, slot: Int, records: Seq[LoggedRecord]): Unit = {
     val target = slotFile(round, slot)
-    val temporary = new Path(target.getParent, s".$slot.json.${java.util.UUID.randomUUID()}.tmp")
-    val out = fs.create(temporary, true)
-    try out.write(RoundRecordsLog.toJson(records).getBytes(UTF_8)) finally out.close()
-    if (fs.exists(target)) fs.delete(target, false)
-    if (!fs.rename(temporary, target)) throw new java.io.IOException(s"could not rename $temporary to $target")
+    val json = RoundRecordsLog.toJson(records).getBytes(UTF_8)
+    if (filesAppearWhole) {
+      // S3A's "performance" create skips probing the path for a directory: the log never makes one there.
+      val out = fs.createFile(target).overwrite(true).opt("fs.s3a.create.performance", true).build()
+      try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
+      out.close()
+    } else {
+      val temporary = new Path(target.getParent, s".$slot.json.${UUID.randomUUID()}.tmp")
+      val out = fs.create(temporary, true)
+      try out.write(json) finally out.close()
+      if (fs.exists(target)) fs.delete(target, false)
+      if (!fs.rename(temporary, target)) throw new IOException(s"could not rename $temporary to $target")
+    }
   }
 
-  /** The rounds that have files, oldest first. */
-  def rounds(): Seq[Long] =
-    if (!fs.exists(root)) Nil
-    else fs.listStatus(root).toSeq.map(_.getPath.getName).flatMap(_.toLongOption).sorted
+  /**
+   * Every slot file in the log, by round and slot. Where files appear whole, one recursive listing
+   * (on an object store, one request while the log is small). Elsewhere files are renamed into
+   * place and a retried task's file replaced, so a file can vanish while it is listed: there the log
+   * is listed round by round, which skips such files (a recursive listing of the local file system
+   * fails on them).
+   */
+  def slotFiles(): Map[Long, Map[Int, FileStatus]] =
+    try {
+      val files =
+        if (filesAppearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
+        else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
+      val bySlot = for {
+        file <- files
+        round <- file.getPath.getParent.getName.toLongOption
+        slot <- Some(file.getPath.getName).filter(_.endsWith(".json")).flatMap(_.stripSuffix(".json").toIntOption)
+      } yield (round, slot, file)
+      bySlot.groupBy(_._1).map { case (round, files) => round -> files.map(f => f._2 -> f._3).toMap }
+    } catch {
+      // Nothing logged yet, or a round was deleted while it was being listed: then list again.
+      case _: FileNotFoundException => if (fs.exists(root)) slotFiles() else Map.empty
+    }
 
-  /** The records of each slot that wrote a file for `round` (of the `slots` wanted). */
-  def read(round: Long, slots: Int => Boolean = _ => true): Map[Int, Seq[LoggedRecord]] = {
-    val roundDir = new Path(root, round.toString)
-    if (!fs.exists(roundDir)) Map.empty
-    else fs.listStatus(roundDir).toSeq.map(_.getPath).filter(_.getName.endsWith(".json")).filterNot(_.getName.startsWith("."))
-      .map(path => path.getName.stripSuffix(".json").toInt -> path).filter { case (slot, _) => slots(slot) }
-      .map { case (slot, path) => slot -> readFile(path) }.toMap
-  }
+  /** The records of each slot that wrote a file for `round`. */
+  def read(round: Long): Map[Int, Seq[LoggedRecord]] =
+    slotFiles().getOrElse(round, Map.empty).map { case (slot, file) => slot -> readFile(file) }
 
   /** The records the slot logged for `round`, if it wrote a file. */
-  def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] = {
-    val path = slotFile(round, slot)
-    if (fs.exists(path)) Some(readFile(path)) else None
-  }
+  def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
+    try Some(parse(fs.open(slotFile(round, slot)))) catch { case _: FileNotFoundException => None }
 
   def contains(round: Long, slot: Int): Boolean = fs.exists(slotFile(round, slot))
 
   private def slotFile(round: Long, slot: Int) = new Path(new Path(root, round.toString), s"$slot.json")
 
-  private def readFile(path: Path): Seq[LoggedRecord] = {
-    val in = fs.open(path)
+  /** Reads a listed file (handing its status over spares an object store a request for it). */
+  private[acknowledgements] def readFile(file: FileStatus): Seq[LoggedRecord] =
+    parse(FutureIO.awaitFuture(fs.openFile(file.getPath).withFileStatus(file).build()))
+
+  private def parse(in: FSDataInputStream): Seq[LoggedRecord] =
     try RoundRecordsLog.fromJson(new String(in.readAllBytes(), UTF_8)) finally in.close()
-  }
 
   /** Forgets a round (a replayed batch that re-reads nothing must not suppress its records' redelivery). */
   def delete(round: Long): Unit = fs.delete(new Path(root, round.toString), true)
@@ -80,9 +113,8 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    * start offset; returns how many records the log still remembers.
    */
   def prune(through: Long, startOffsets: Map[TopicPartition, Long]): Long =
-    rounds().filter(_ <= through).map { round =>
-      val files = read(round)
-      val live = files.values.flatten.count { r =>
+    slotFiles().filter(_._1 <= through).map { case (round, files) =>
+      val live = files.values.flatMap(readFile).count { r =>
         startOffsets.get(new TopicPartition(r.coordinates.topic, r.coordinates.partition)).forall(r.coordinates.offset >= _)
       }
       if (live == 0) delete(round)
@@ -107,37 +139,45 @@ private[sparkkafkashare] object RoundRecordsLog {
   }
 }
 
+/** Which of a slot's polled records the log says were handed to Spark already. */
+private[sparkkafkashare] final case class HandedOver(
+    byEarlierRounds: Set[RecordCoordinates],
+    byOtherSlotsThisRound: Set[RecordCoordinates])
+
 /**
  * An executor's view of the log, to drop redeliveries of records that an earlier round (or another
- * slot in the same round) already handed to Spark. Each check of earlier rounds lists the log and
- * reads only the rounds it has not read yet; rounds already read are kept, and forgotten once
- * pruned from the log.
+ * slot in the same round) already handed to Spark. Each check lists the log once; it reads the
+ * earlier rounds it has not read yet (rounds already read are kept, and forgotten once pruned from
+ * the log) and, afresh, the other slots' files of the slot's own round, which are still being written.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
   private var byRound = Map.empty[Long, Set[RecordCoordinates]]
 
-  /** Those of `candidates` that a round before `round` handed to Spark. */
-  def deliveredBefore(round: Long, candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] = synchronized {
-    if (candidates.isEmpty) Set.empty
-    else {
-      val onDisk = log.rounds().filter(_ < round).toSet
-      byRound = byRound.filter { case (r, _) => onDisk.contains(r) } ++
-        (onDisk -- byRound.keySet).map(r => r -> log.read(r).values.flatten.map(_.coordinates).toSet)
-      candidates.filter(c => byRound.valuesIterator.exists(_.contains(c))).toSet
-    }
-  }
-
   /**
-   * Those of `candidates` that another slot logged for `round` itself: an executor died with them,
-   * the broker gave them to this slot, and the other slot's retry reads them back from its log.
-   * Read afresh, since the round's files are still being written.
+   * Those of `candidates` that a round before `round` handed to Spark, and, of the rest, those that
+   * another slot logged for `round` itself: an executor died with them, the broker gave them to this
+   * slot, and the other slot's retry reads them back from its log.
    */
-  def loggedByOtherSlots(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] =
-    if (candidates.isEmpty) Set.empty
+  def handedOver(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): HandedOver =
+    if (candidates.isEmpty) HandedOver(Set.empty, Set.empty)
     else {
-      val others = log.read(round, _ != slot).values.flatten.map(_.coordinates).toSet
-      candidates.filter(others.contains).toSet
+      val files = log.slotFiles()
+      val earlier = deliveredBefore(round, files, candidates)
+      val others = files.getOrElse(round, Map.empty).collect { case (other, file) if other != slot => log.readFile(file) }
+        .flatten.map(_.coordinates).toSet
+      HandedOver(earlier, candidates.filter(others.contains).toSet -- earlier)
     }
+
+  private def deliveredBefore(
+      round: Long,
+      files: Map[Long, Map[Int, FileStatus]],
+      candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] = synchronized {
+    val logged = files.filter(_._1 < round)
+    byRound = byRound.filter { case (r, _) => logged.contains(r) } ++ logged.collect {
+      case (r, slots) if !byRound.contains(r) => r -> slots.values.flatMap(log.readFile).map(_.coordinates).toSet
+    }
+    candidates.filter(c => byRound.valuesIterator.exists(_.contains(c))).toSet
+  }
 }
 
 private[sparkkafkashare] object DeliveredRecordsIndex {

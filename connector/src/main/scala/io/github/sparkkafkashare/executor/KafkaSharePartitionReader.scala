@@ -4,7 +4,7 @@ import java.time.Duration
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
 import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
@@ -127,9 +127,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
     val coordinates = polled.asScala.map(RecordCoordinates.of).toSeq
-    val index = DeliveredRecordsIndex.forRun(partition.runId, log)
-    val earlier = index.deliveredBefore(partition.round, coordinates)
-    val thisRound = index.loggedByOtherSlots(partition.round, partition.slot, coordinates) -- earlier
+    val HandedOver(earlier, thisRound) =
+      DeliveredRecordsIndex.forRun(partition.runId, log).handedOver(partition.round, partition.slot, coordinates)
     val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
     counts.add(_.deduplicated, earlier.size + thisRound.size)
     counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
