@@ -503,6 +503,7 @@ def main() -> None:
         "work_records": args.work_records,
         "s3_records": args.s3_records,
         "sections": sorted(SECTIONS),
+        "jar": args.jar,
         "machine": f"{os.cpu_count()} cores",
         "spark": "4.3.0 local[4]",
         "kafka": "4.3.1 single node",
