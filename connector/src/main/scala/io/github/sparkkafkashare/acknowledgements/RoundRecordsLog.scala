@@ -31,7 +31,7 @@ private[sparkkafkashare] final case class LoggedRecord(coordinates: RecordCoordi
  * files whose records all lie below their share-partition start offset (never delivered again).
  *
  * Each task writes one file and lists the log once, so on an object store a round costs each task a
- * few requests (see "Exactly-once strategies" in docs/benchmarks.md for the counts).
+ * few requests (docs/benchmarks.md, "With the checkpoint on S3 (f)", gives the counts).
  */
 private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf: SerializableConfiguration)
   extends Serializable {
