@@ -210,6 +210,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     val locked = if (renewDue(polled)) renew(polled) else polled
     // Not handed to Spark yet, so records whose renewal was refused are simply left out.
     held = Some(new HeldRecords(round, locked.records, locked.lockedSinceNanos))
+    // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
+    logDebug(s"Slot ${key.slot}, round $round: acquired ${locked.size} records")
     locked.records
   }
 
