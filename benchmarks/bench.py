@@ -469,27 +469,27 @@ def main() -> None:
     if s3:
         spark.range(1).write.mode("overwrite").json(f"s3a://{S3Emulator.bucket}/warm-up")
         s3_topic = make_topic(4, args.s3_records)
-    for strategy, manager in S3_VARIANTS if s3 else ():
-        name = f"{strategy}-{manager}-{uuid.uuid4().hex[:6]}"
-        options = {"kafka.share.exactly.once.strategy": strategy}
-        scenario = f"f) strategy {strategy} P=4, checkpoint on S3, {manager} checkpoint manager"
-        checkpoint = f"s3a://{S3Emulator.bucket}/{name}"
-        if manager == "abortable":
-            spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", ABORTABLE_MANAGER)
-        result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, "", checkpoint)
-        spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
-        requests = s3.requests_under(name)  # type: ignore[union-attr]
-        per_batch = {
-            origin: sum(verbs.values()) / result["batches_run"] for origin, verbs in requests.items()
-        }
-        on_s3 = {
-            "strategy_on_s3": strategy,
-            "checkpoint_manager": manager,
-            "s3_requests": requests,
-            "s3_requests_per_batch": per_batch,
-        }
-        results.append(result | {"partitions": 4} | on_s3)
-        print(json.dumps(results[-1]), flush=True)
+        for strategy, manager in S3_VARIANTS:
+            name = f"{strategy}-{manager}-{uuid.uuid4().hex[:6]}"
+            options = {"kafka.share.exactly.once.strategy": strategy}
+            scenario = f"f) strategy {strategy} P=4, checkpoint on S3, {manager} checkpoint manager"
+            checkpoint = f"s3a://{S3Emulator.bucket}/{name}"
+            if manager == "abortable":
+                spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", ABORTABLE_MANAGER)
+            result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, "", checkpoint)
+            spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+            requests = s3.requests_under(name)
+            per_batch = {
+                origin: sum(verbs.values()) / result["batches_run"] for origin, verbs in requests.items()
+            }
+            on_s3 = {
+                "strategy_on_s3": strategy,
+                "checkpoint_manager": manager,
+                "s3_requests": requests,
+                "s3_requests_per_batch": per_batch,
+            }
+            results.append(result | {"partitions": 4} | on_s3)
+            print(json.dumps(results[-1]), flush=True)
     spark.stop()
     if s3:
         s3.stop()

@@ -91,7 +91,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     val log = newLog()
     log.write(6, 0, Seq(record(0, 1)))
     val roundDir = new java.io.File(log.dir, "6")
-    java.nio.file.Files.writeString(new java.io.File(roundDir, ".1.json.1234.tmp").toPath, "{\"records\": [[") // a task died here
+    Files.writeString(new java.io.File(roundDir, ".1.json.1234.tmp").toPath, "{\"records\": [[") // a task died here
     assert(log.slotFiles().map { case (round, slots) => round -> slots.keySet } == Map(6L -> Set(0)))
     assert(log.read(6) == Map(0 -> Seq(record(0, 1))) && log.read(6, 1).isEmpty)
   }
