@@ -26,7 +26,7 @@ def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_it
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     # An acknowledgement that missed its consumer would leave records held (lag > 0) or redelivered.
     assert max(count for _, count in rows) == 1
-    assert kafka.total_lag(group) == 0
+    assert kafka.unfinished(group, topic) == 0
     assert kafka.group_state(group)["members"] == []
 
 
@@ -47,7 +47,7 @@ def test_explicit_marks_reach_the_consumer_that_holds_the_records_on_another_exe
     assert set(deliveries) == set(expected)
     wrong = {v: c for v, c in deliveries.items() if sorted(c) != ([1, 2] if v in released else [1])}
     assert not wrong, f"{len(wrong)} records delivered other than marked, e.g. {list(wrong.items())[:5]}"
-    assert kafka.total_lag(group) == 0
+    assert kafka.unfinished(group, topic) == 0
 
 
 def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_records_back(
@@ -84,4 +84,4 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     assert len(duplicated) == released
     assert set(duplicated) <= redelivered
     assert all(n == 2 for n in duplicated.values())
-    assert kafka.total_lag(group) == 0
+    assert kafka.unfinished(group, topic) == 0

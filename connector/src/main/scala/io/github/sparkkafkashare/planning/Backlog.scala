@@ -7,41 +7,52 @@ import org.apache.kafka.common.TopicPartition
 /**
  * Whether the share group has records this query should poll for, so an idle stream plans no
  * batches. Kafka reports a lag per share-partition, but none for a partition whose share state it
- * has not persisted yet (a new group at `latest` that has read nothing). Such a partition counts as
- * empty once a round that had it assigned to this query's consumers, and waited the full poll
- * timeout, acquired nothing, and its log has not grown since that round began.
+ * has not persisted yet (a new group at `latest` that has read nothing), and a lag it reports may
+ * count records this query cannot have: records another member of the group holds, or none at all,
+ * since Kafka persists the lag with each state write and two acknowledgements of one partition
+ * written at once can leave the smaller count last until the partition's next write.
+ *
+ * So a partition with records left by Kafka's count is taken as empty ("quiet") once a round that
+ * had it assigned to this query's consumers, and waited the full poll timeout, acquired nothing,
+ * for as long as its log end offset and its reported lag stay what they were when that round began.
+ * A reported lag stays quiet for at most `recheckNanos` (the lock duration): records another member
+ * held come back when their lock expires, without Kafka's count changing, and a round then finds them.
  *
  * @param clientIdPrefix the client id prefix of this query run's consumers
+ * @param recheckNanos   how long a partition with a reported lag stays quiet
  */
-private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String) {
+private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String, recheckNanos: Long) {
   import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
-  /** End offsets of unreported partitions as of the start of a round that found nothing in them. */
-  private var quiet: Map[TopicPartition, Long] = Map.empty
+  /** Partitions where a round found nothing, as they were when that round began. */
+  private var quiet: Map[TopicPartition, PartitionAtRoundStart] = Map.empty
   private var described: Option[DescribedTopics] = None
 
-  /** Records left for the group in `topics`; None when Kafka cannot say and they may hold some. */
+  /** Records left for this query in `topics`; None when Kafka cannot say and they may hold some. */
   def refresh(topics: Set[String]): Option[Long] = {
     lags = admin.lags(partitionsOf(topics))
-    val unreported = lags.collect { case (tp, None) => tp }.toSet
-    val known = lags.values.flatten.sum
-    if (unreported.isEmpty) Some(known)
-    else {
-      val ends = admin.endOffsets(unreported.filter(quiet.contains))
-      if (unreported.forall(tp => ends.get(tp).exists(quiet.get(tp).contains))) Some(known) else None
+    val now = System.nanoTime()
+    quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) && (q.lag.isEmpty || now - q.at <= recheckNanos) }
+    val ends = admin.endOffsets(pending.filter(quiet.contains))
+    val counted = lags.filter { case (tp, _) => !ends.get(tp).exists(end => quiet.get(tp).exists(_.endOffset == end)) }
+    if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
+  }
+
+  /** Taken when a round that waits the full poll timeout is planned: the partitions with records left that its consumers will fetch. */
+  def roundStart(): Map[TopicPartition, PartitionAtRoundStart] = {
+    val now = System.nanoTime()
+    if (pending.isEmpty) Map.empty
+    else admin.endOffsets(pending intersect admin.assignedPartitions(clientIdPrefix)).map { case (tp, end) =>
+      tp -> PartitionAtRoundStart(lags(tp), end, now)
     }
   }
 
-  /** Taken when a round is planned: the unreported partitions its consumers will fetch, with their end offsets. */
-  def roundStart(): Map[TopicPartition, Long] = {
-    val unreported = lags.collect { case (tp, None) => tp }.toSet
-    if (unreported.isEmpty) Map.empty
-    else admin.endOffsets(unreported intersect admin.assignedPartitions(clientIdPrefix))
-  }
-
   /** The round that began with `atRoundStart` acquired nothing. */
-  def roundFoundNothing(atRoundStart: Map[TopicPartition, Long]): Unit = quiet ++= atRoundStart
+  def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit = quiet ++= atRoundStart
+
+  /** Partitions Kafka does not report as done: no lag known, or records left. */
+  private def pending: Set[TopicPartition] = lags.collect { case (tp, lag) if lag.forall(_ > 0) => tp }.toSet
 
   /**
    * The partitions of `topics`, described again only when the topics change, one of them had none
@@ -63,7 +74,10 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
   }
 }
 
-private object Backlog {
+private[sparkkafkashare] object Backlog {
+  /** A partition as Kafka reported it when a round began: its lag (None: unreported) and log end offset. */
+  final case class PartitionAtRoundStart(lag: Option[Long], endOffset: Long, at: Long)
+
   val PartitionsRefreshNanos: Long = TimeUnit.SECONDS.toNanos(5)
 
   private final case class DescribedTopics(topics: Set[String], partitions: Set[TopicPartition], at: Long)

@@ -12,6 +12,7 @@ import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
+import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.kafka.common.TopicPartition
@@ -79,7 +80,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   QueryRunRegistry.publish(runId, RunState(committedThrough = -1L, homes = Map.empty))
 
   private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
-  private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId))
+  private val backlog =
+    new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId), TimeUnit.MILLISECONDS.toNanos(lockTimeoutMs))
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
   private val recordsLog = if (!ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy)) None else {
@@ -207,8 +209,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
     val roundStart = if (poll && !recordsFlowing) {
-      outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[TopicPartition, Long])
-    } else Map.empty[TopicPartition, Long]
+      outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[TopicPartition, PartitionAtRoundStart])
+    } else Map.empty[TopicPartition, PartitionAtRoundStart]
     PlannedRound(round, counters.acquired.value, roundStart, partitions)
   }
 
@@ -367,7 +369,7 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
 private final case class PlannedRound(
     round: Long,
     acquiredBefore: Long,
-    roundStart: Map[TopicPartition, Long],
+    roundStart: Map[TopicPartition, PartitionAtRoundStart],
     partitions: Array[InputPartition])
 
 /**
