@@ -177,15 +177,22 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     remaining.visible
   }
 
-  /** Releases what the given round acquired: its task failed, so no batch will ever commit it. */
-  def releaseRound(round: Long, timeout: Duration): Unit = withConsumer {
-    held.filter(_.round == round).foreach { records =>
-      records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE))
-      held = None
-      flush(timeout)
+  /**
+   * Releases what the given round acquired: its task failed, so no batch will ever commit it. A task
+   * that was interrupted (its query stopping, or its job cancelled) cannot use the consumer, so its
+   * records stay held until the slot's next settlement or its close, which release them.
+   */
+  def releaseRound(round: Long, timeout: Duration): Unit =
+    if (Thread.currentThread().isInterrupted) {
+      logInfo(s"Slot ${key.slot}: the task of round $round was interrupted; its records are released when the " +
+        "slot settles next or closes.")
+    } else withConsumer {
+      held.filter(_.round == round).foreach { records =>
+        records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE))
+        held = None
+        flush(timeout)
+      }
     }
-    ()
-  }
 
   /**
    * Polls until records arrive or the timeout passes, and holds what arrived for `round` (an empty
