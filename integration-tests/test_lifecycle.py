@@ -74,18 +74,19 @@ def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_
     assert sorted(from_default) == after
 
 
-def test_available_now_does_not_wait_for_records_another_member_holds(
+def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    # Kafka's lag counts records another member of the group holds; a drain cannot have them until
-    # their lock expires, and must end instead of polling until then. (A lag Kafka left stale after
+    # Kafka's lag counts records another member of the group holds. A drain waits one lock duration
+    # (its own option) for them, as records of a member that died come back by then, and ends
+    # without them instead of polling until the holder lets go. (A lag Kafka left stale after
     # concurrent acknowledgements looks the same to the source.)
-    lock_s = 60  # the most a group may set on a broker with default settings
+    holder_lock_s, drain_lock_s = 60, 10  # 60 s: the most a group may set on a broker with default settings
     topic = kafka.new_topic()
     held = values(100, "held")
     kafka.produce(topic, held)
     kafka.set_group_config(group, "share.auto.offset.reset", "earliest")
-    kafka.set_group_config(group, "share.record.lock.duration.ms", str(lock_s * 1000))
+    kafka.set_group_config(group, "share.record.lock.duration.ms", str(holder_lock_s * 1000))
     holder = ShareConsumer(
         {"bootstrap.servers": BOOTSTRAP, "group.id": group, "share.acknowledgement.mode": "explicit"}
     )
@@ -105,11 +106,17 @@ def test_available_now_does_not_wait_for_records_another_member_holds(
 
         read: list[str] = []
         started = time.monotonic()
-        drain = share_stream(spark, topic, group).writeStream.foreachBatch(
+        # The option sets the group's lock duration for acquisitions from now on; the holder's stand.
+        stream = share_stream(
+            spark, topic, group, **{"kafka.share.lock.timeout.ms": str(drain_lock_s * 1000)}
+        )
+        drain = stream.writeStream.foreachBatch(
             lambda b, _: read.extend(r.v for r in b.selectExpr("cast(value as string) v").collect())
         )
-        assert drain.trigger(availableNow=True).start().awaitTermination(lock_s)
-        assert time.monotonic() - started < lock_s / 2, "the drain waited for the other member's locks"
+        assert drain.trigger(availableNow=True).start().awaitTermination(holder_lock_s)
+        took = time.monotonic() - started
+        assert took >= drain_lock_s, f"the drain ended after {took:.0f} s, before a lock duration had passed"
+        assert took < holder_lock_s * 3 / 4, f"the drain waited {took:.0f} s, for the other member's locks"
         assert read == []
 
         for message in taken[1:]:  # still the holder's: its locks were never taken from it

@@ -15,28 +15,37 @@ import org.apache.kafka.common.TopicPartition
  * So a partition with records left by Kafka's count is taken as empty ("quiet") once a round that
  * had it assigned to this query's consumers, and waited the full poll timeout, acquired nothing,
  * for as long as its log end offset and its reported lag stay what they were when that round began.
- * A reported lag stays quiet for at most `recheckNanos` (the lock duration): records another member
- * held come back when their lock expires, without Kafka's count changing, and a round then finds them.
+ * Records another member held come back when their lock expires, without Kafka's count changing, so
+ * a reported lag counts again a lock duration after a round last found nothing, until a round finds
+ * nothing again; and a drain (Trigger.AvailableNow) ends on quiet partitions only once they have
+ * been quiet for a lock duration ([[quietForALock]]), long enough for the locks of a member that died
+ * to expire.
  *
  * @param clientIdPrefix the client id prefix of this query run's consumers
- * @param recheckNanos   how long a partition with a reported lag stays quiet
+ * @param lockNanos      the group's acquisition lock duration
  */
-private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String, recheckNanos: Long) {
+private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String, lockNanos: Long) {
   import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
-  /** Partitions where a round found nothing, as they were when that round began. */
-  private var quiet: Map[TopicPartition, PartitionAtRoundStart] = Map.empty
+  /** Partitions where rounds found nothing while Kafka said the same of them. */
+  private var quiet: Map[TopicPartition, Quiet] = Map.empty
   private var described: Option[DescribedTopics] = None
 
   /** Records left for this query in `topics`; None when Kafka cannot say and they may hold some. */
   def refresh(topics: Set[String]): Option[Long] = {
     lags = admin.lags(partitionsOf(topics))
-    val now = System.nanoTime()
-    quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) && (q.lag.isEmpty || now - q.at <= recheckNanos) }
     val ends = admin.endOffsets(pending.filter(quiet.contains))
-    val counted = lags.filter { case (tp, _) => !ends.get(tp).exists(end => quiet.get(tp).exists(_.endOffset == end)) }
+    quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) && ends.get(tp).contains(q.endOffset) }
+    val now = System.nanoTime()
+    val counted = lags.filter { case (tp, _) => !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos) }
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
+  }
+
+  /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last [[refresh]]. */
+  def quietForALock: Boolean = {
+    val now = System.nanoTime()
+    quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos)
   }
 
   /** Taken when a round that waits the full poll timeout is planned: the partitions with records left that its consumers will fetch. */
@@ -49,7 +58,11 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
   }
 
   /** The round that began with `atRoundStart` acquired nothing. */
-  def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit = quiet ++= atRoundStart
+  def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit =
+    quiet ++= atRoundStart.map { case (tp, start) =>
+      val since = quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
+      tp -> Quiet(start.lag, start.endOffset, since, probedAt = start.at)
+    }
 
   /** Partitions Kafka does not report as done: no lag known, or records left. */
   private def pending: Set[TopicPartition] = lags.collect { case (tp, lag) if lag.forall(_ > 0) => tp }.toSet
@@ -77,6 +90,9 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
 private[sparkkafkashare] object Backlog {
   /** A partition as Kafka reported it when a round began: its lag (None: unreported) and log end offset. */
   final case class PartitionAtRoundStart(lag: Option[Long], endOffset: Long, at: Long)
+
+  /** A partition rounds found nothing in since `since`, the last one beginning at `probedAt`. */
+  private final case class Quiet(lag: Option[Long], endOffset: Long, since: Long, probedAt: Long)
 
   val PartitionsRefreshNanos: Long = TimeUnit.SECONDS.toNanos(5)
 

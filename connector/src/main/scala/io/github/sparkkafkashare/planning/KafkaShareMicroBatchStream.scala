@@ -135,8 +135,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
       case Some(target) =>
-        val drained = target.reached(counters.acquired.value) ||
-          (lastRoundAcquired == 0 && heldFromStart.isDefined && checkBacklog(force = true).contains(0L))
+        val drained = target.reached(counters.acquired.value) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
+          checkBacklog(force = true).contains(0L) && backlog.quietForALock)
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
         if (offeredNothing && lastBacklog.exists(_ <= 0) && triggersBackToBack) waitForBacklogCheck()
