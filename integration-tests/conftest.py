@@ -166,6 +166,13 @@ class KafkaCluster:
             return None
         return sum(int(p["lag"]) for p in partitions)
 
+    def share_consumer(self, group: str) -> ShareConsumer:
+        """A share consumer of `group` (confluent-kafka, independent of the connector) that
+        acknowledges only what it is told to."""
+        return ShareConsumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+        )
+
     def unfinished(self, group: str, topic: str) -> int | None:
         """Records of the group not yet acknowledged: Kafka's lag, checked when above 0 and no member
         is left by a share consumer of the group. Kafka persists the lag with each state write,
@@ -177,9 +184,7 @@ class KafkaCluster:
         lag = self.total_lag(group)
         if not lag or self.group_state(group)["members"]:
             return lag  # a probe would compete with the members for records they should have
-        probe = ShareConsumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
-        )
+        probe = self.share_consumer(group)
         try:
             probe.subscribe([topic])
             deadline = time.monotonic() + 15

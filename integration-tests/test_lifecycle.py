@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message, ShareConsumer
+from confluent_kafka import Message
 from confluent_kafka.admin import NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -87,9 +87,7 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
     kafka.produce(topic, held)
     kafka.set_group_config(group, "share.auto.offset.reset", "earliest")
     kafka.set_group_config(group, "share.record.lock.duration.ms", str(holder_lock_s * 1000))
-    holder = ShareConsumer(
-        {"bootstrap.servers": BOOTSTRAP, "group.id": group, "share.acknowledgement.mode": "explicit"}
-    )
+    holder = kafka.share_consumer(group)
     try:
         holder.subscribe([topic])
         taken: list[Message] = []

@@ -35,8 +35,9 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
   /** Records left for this query in `topics`; None when Kafka cannot say and they may hold some. */
   def refresh(topics: Set[String]): Option[Long] = {
     lags = admin.lags(partitionsOf(topics))
-    val ends = admin.endOffsets(pending.filter(quiet.contains))
-    quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) && ends.get(tp).contains(q.endOffset) }
+    quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) } // a partition with lag 0 leaves it too
+    val ends = admin.endOffsets(quiet.keySet)
+    quiet = quiet.filter { case (tp, q) => ends.get(tp).contains(q.endOffset) }
     val now = System.nanoTime()
     val counted = lags.filter { case (tp, _) => !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos) }
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
@@ -51,8 +52,9 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
   /** Taken when a round that waits the full poll timeout is planned: the partitions with records left that its consumers will fetch. */
   def roundStart(): Map[TopicPartition, PartitionAtRoundStart] = {
     val now = System.nanoTime()
-    if (pending.isEmpty) Map.empty
-    else admin.endOffsets(pending intersect admin.assignedPartitions(clientIdPrefix)).map { case (tp, end) =>
+    val candidates = pending
+    if (candidates.isEmpty) Map.empty
+    else admin.endOffsets(candidates intersect admin.assignedPartitions(clientIdPrefix)).map { case (tp, end) =>
       tp -> PartitionAtRoundStart(lags(tp), end, now)
     }
   }
