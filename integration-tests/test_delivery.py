@@ -78,9 +78,8 @@ def test_every_record_once_with_more_consumers_than_partitions(
     lost, duplicated = lost_and_duplicated(expected, sink_values(spark, tmp_path))
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     # Acknowledged, not just read: the broker has nothing left to deliver to the group.
-    state = kafka.group_state(group)
-    assert [(p["partition"], p["lag"]) for p in state["partitions"]] == [(0, 0)]
-    assert state["members"] == [], "stopped query left consumers in the group"
+    assert kafka.group_state(group)["members"] == [], "stopped query left consumers in the group"
+    assert kafka.unfinished(group, topic) == 0
     metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
     assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
     # The backlog (Kafka's share-partition lag, once Kafka reports one for the new group) shrinks to
@@ -122,12 +121,15 @@ def test_two_queries_in_one_group_split_the_records(
 
         def all_read() -> bool:
             outputs[:] = [sink_values(spark, tmp_path / f"q{i}") for i in range(2)]
-            return sum(map(len, outputs)) >= len(expected) and kafka.total_lag(group) == 0
+            return sum(map(len, outputs)) >= len(expected)
 
-        wait_until(all_read, 120, "the two queries together read and acknowledged every record")
+        wait_until(all_read, 120, "the two queries together read every record")
     finally:
         for q in queries:
             q.stop()
+    # Checked once both have stopped (a stop acknowledges what its query committed): while four
+    # members acknowledge one partition at once, Kafka's reported lag can stay stale (conftest).
+    assert kafka.unfinished(group, topic) == 0
 
     lost, duplicated = lost_and_duplicated(expected, outputs[0] + outputs[1])
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
