@@ -22,6 +22,13 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      S3A client): the requests each batch makes to the store, Spark's own checkpoint files and the
      records log apart; with Spark's default checkpoint file manager, and with its manager for object
      stores (spark-hadoop-cloud's AbortableStreamBasedCheckpointFileManager).
+  floor) what a micro-batch costs Spark whatever the source: Spark's `rate-micro-batch` source (4
+     partitions, 8,000 rows a batch) into the `noop` sink for 30 s, with Spark's default checkpoint file manager and with
+     its FileSystem-based one; and the b) drain at parallelism 4 on 4 partitions with the latter. A
+     kafka-share batch holds at most the group's lock limit per partition, so this cost bounds b.
+
+Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
+planning, the offset log write (walCommit), running the batch (addBatch), the commit log write.
 
 Throughput is given end to end (query start to end, as the perf tool measures) and from the first
 batch with records to the end of the last (a share consumer first has to join its group).
@@ -71,9 +78,9 @@ parser.add_argument(
 )
 parser.add_argument(
     "--sections",
-    default="ab,idle,d,strategies,objectstore",
+    default="ab,floor,idle,d,strategies,objectstore",
     help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost), "
-    "objectstore (the strategies with the checkpoint on S3)",
+    "objectstore (the strategies with the checkpoint on S3), floor (Spark's own cost of a micro-batch)",
 )
 args = parser.parse_args()
 SECTIONS = set(args.sections.split(","))
@@ -293,8 +300,38 @@ def drain(
         "batch_ms_p50": _percentile(durations, 50),
         "batch_ms_p99": _percentile(durations, 99),
         "commit_to_ack_ms_p50": _percentile(sorted(gaps), 50),
+        "batch_parts_ms_p50": batch_parts_ms_p50(progress),
         "peak_heap_mb": round(peak_heap_mb(spark), 1),
         "complete": read == records,
+    }
+
+
+# The parts of a batch's time in Spark's progress, in the order a batch runs them.
+BATCH_PARTS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+
+
+def batch_parts_ms_p50(progress: list[dict[str, Any]]) -> dict[str, float | None]:
+    return {
+        part: _percentile(sorted(p["durationMs"].get(part, 0) for p in progress), 50) for part in BATCH_PARTS
+    }
+
+
+def spark_batch_floor(spark: SparkSession, manager: str, seconds: int = 30) -> dict[str, Any]:
+    """Batches of 8,000 rows (what a kafka-share batch holds on 4 partitions at Kafka's default lock
+    limit) from Spark's `rate-micro-batch` source into the `noop` sink, as fast as Spark runs them."""
+    df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 8_000).option("numPartitions", 4).load()
+    query = df.writeStream.format("noop").start()
+    time.sleep(seconds)
+    query.stop()
+    progress = [p for p in query.recentProgress[5:] if p["numInputRows"] > 0]  # past the JIT's first batches
+    durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
+    return {
+        "scenario": f"floor) Spark's rate-micro-batch source, {manager} checkpoint manager",
+        "partitions": 4,
+        "records_per_batch_p50": _percentile(sorted(float(p["numInputRows"]) for p in progress), 50),
+        "batch_ms_p50": _percentile(durations, 50),
+        "batch_ms_p99": _percentile(durations, 99),
+        "batch_parts_ms_p50": batch_parts_ms_p50(progress),
     }
 
 
@@ -395,6 +432,9 @@ def _percentile(sorted_values: list[float], pct: int) -> float | None:
 
 
 STRATEGIES = ("none", "checkpoint-dedup", "two-phase-commit")
+FILE_SYSTEM_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
 # f) Spark's checkpoint file manager for object stores: writes a file in place instead of renaming it.
 ABORTABLE_MANAGER = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
 S3_VARIANTS = (
@@ -434,6 +474,20 @@ def main() -> None:
                 share = kafka_share(spark, scenario, topic, consumers, args.records, 0, None, group_config)
                 results.append(share | {"partitions": partitions, "variant": variant.strip() or "default"})
         print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
+    # Spark's own cost of a batch, with its default checkpoint file manager and its FileSystem-based
+    # one (on a local disk, Hadoop's FileContext rename starts a `readlink` process when Hadoop has no
+    # native library, as here).
+    for manager in ("default", "FileSystem-based") if "floor" in SECTIONS else ():
+        if manager != "default":
+            spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_MANAGER)
+        measured = [spark_batch_floor(spark, manager)]
+        if manager != "default":
+            scenario = f"b) kafka-share P=4, {manager} checkpoint manager"
+            share = kafka_share(spark, scenario, topic_4p, 4, args.records)
+            measured.append(share | {"partitions": 4, "variant": f"{manager} checkpoint manager"})
+        spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+        results += measured
+        print(json.dumps(measured), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         for source in ("kafka-share", "kafka"):
             results.append(idle_cpu(spark, source, topic_4p, args.records, trigger))
@@ -535,7 +589,11 @@ def print_table(results: list[dict[str, Any]]) -> None:
     raw = {(r["partitions"], r["scenario"][-1]): r for r in results if r["scenario"].startswith("a)")}
     source = {r["partitions"]: r for r in results if r["scenario"].startswith("c)")}
     for r in results:
-        if r["scenario"].startswith("b)"):
+        if r.get("batch_parts_ms_p50"):
+            parts = ", ".join(f"{part} {fmt(ms)}" for part, ms in r["batch_parts_ms_p50"].items())
+            print(f"{r['scenario']}, {r['partitions']} partitions, p50 ms: {parts}")
+    for r in results:
+        if r["scenario"].startswith("b)") and (r["partitions"], str(r["parallelism"])) in raw:
             a, c = raw[(r["partitions"], str(r["parallelism"]))], source[r["partitions"]]
             b_a = r["records_per_s"] / a["records_per_s"]
             print(
