@@ -23,9 +23,10 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      records log apart; with Spark's default checkpoint file manager, and with its manager for object
      stores (spark-hadoop-cloud's AbortableStreamBasedCheckpointFileManager).
   floor) what a micro-batch costs Spark whatever the source: Spark's `rate-micro-batch` source (4
-     partitions, 8,000 rows a batch) into the `noop` sink for 30 s, with Spark's default checkpoint file manager and with
-     its FileSystem-based one; and the b) drain at parallelism 4 on 4 partitions with the latter. A
-     kafka-share batch holds at most the group's lock limit per partition, so this cost bounds b.
+     partitions, 8,000 rows a batch) into the `noop` sink for 30 s, with Spark's default checkpoint
+     file manager and with its FileSystem-based one; and the b) drain at parallelism 4 on 4 partitions
+     with the latter. A kafka-share batch holds at most the group's lock limit per partition, so this
+     cost bounds b.
 
 Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
 planning, the offset log write (walCommit), running the batch (addBatch), the commit log write.
@@ -319,7 +320,8 @@ def batch_parts_ms_p50(progress: list[dict[str, Any]]) -> dict[str, float | None
 def spark_batch_floor(spark: SparkSession, manager: str, seconds: int = 30) -> dict[str, Any]:
     """Batches of 8,000 rows (what a kafka-share batch holds on 4 partitions at Kafka's default lock
     limit) from Spark's `rate-micro-batch` source into the `noop` sink, as fast as Spark runs them."""
-    df = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 8_000).option("numPartitions", 4).load()
+    source = spark.readStream.format("rate-micro-batch").option("numPartitions", 4)
+    df = source.option("rowsPerBatch", 8_000).load()
     query = df.writeStream.format("noop").start()
     time.sleep(seconds)
     query.stop()
