@@ -140,6 +140,24 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a task interrupted as its round fails leaves the round held, for the slot's close to release") {
+    withSlotHolding(round = 1) { (run, topic, group, held) =>
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      try {
+        Thread.currentThread().interrupt() // as Spark interrupts the tasks of a query that stops
+        task.releaseRound(1, ShareConsumerPool.CloseTimeout)
+        assert(Thread.interrupted(), "the interrupt stays for the task to see")
+      } finally ShareConsumerPool.giveBack(task)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
+
+      ShareConsumerPool.closeRun(run, committedThrough = 0, AcknowledgementMarks.None, Map(1 -> here), here)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      assert(held.subsetOf(redelivered.keySet), "closed, and round 1 went back to the group uncommitted")
+      assert(held.forall(offset => redelivered(offset) == 2), redelivered)
+    }
+  }
+
   test("the janitor has a left-behind consumer release its committed round and leave the group when no task of its query comes back") {
     withSlotHolding(round = 0) { (run, topic, group, held) =>
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
