@@ -119,16 +119,21 @@ def test_two_queries_in_one_group_split_the_records(
         kafka.produce(topic, expected, key=lambda i: str(i))
         outputs: list[list[str]] = [[], []]
 
+        def accepted(query: StreamingQuery) -> int:
+            progress = query.lastProgress
+            return int(progress["sources"][0]["metrics"].get("recordsAccepted", 0)) if progress else 0
+
         def all_read() -> bool:
             outputs[:] = [sink_values(spark, tmp_path / f"q{i}") for i in range(2)]
-            return sum(map(len, outputs)) >= len(expected)
+            # Accepted: their batches committed, so stopping now cuts no batch short.
+            return sum(map(len, outputs)) >= len(expected) and sum(map(accepted, queries)) >= len(expected)
 
-        wait_until(all_read, 120, "the two queries together read every record")
+        wait_until(all_read, 120, "the two queries together read and accepted every record")
     finally:
         for q in queries:
             q.stop()
-    # Checked once both have stopped (a stop acknowledges what its query committed): while four
-    # members acknowledge one partition at once, Kafka's reported lag can stay stale (conftest).
+    # Kafka's side, checked once both have stopped: while four members acknowledge one partition at
+    # once, Kafka's reported lag can stay stale (conftest).
     assert kafka.unfinished(group, topic) == 0
 
     lost, duplicated = lost_and_duplicated(expected, outputs[0] + outputs[1])
