@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
@@ -219,6 +220,12 @@ def share_stream(spark: SparkSession, topic: str, group: str, **options: str) ->
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def source_metrics(query: StreamingQuery) -> dict[str, str]:
+    """The kafka-share source's metrics in the query's last progress (none before its first)."""
+    progress = query.lastProgress
+    return dict(progress["sources"][0]["metrics"]) if progress else {}
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

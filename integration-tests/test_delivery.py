@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.streaming import StreamingQuery
 
-from conftest import KafkaCluster, lost_and_duplicated, share_stream, values, wait_until
+from conftest import KafkaCluster, lost_and_duplicated, share_stream, source_metrics, values, wait_until
 
 SINK_SCHEMA = "value string, partition int, offset long, deliveryCount int"
 
@@ -80,7 +80,7 @@ def test_every_record_once_with_more_consumers_than_partitions(
     # Acknowledged, not just read: the broker has nothing left to deliver to the group.
     assert kafka.group_state(group)["members"] == [], "stopped query left consumers in the group"
     assert kafka.unfinished(group, topic) == 0
-    metrics = query.lastProgress["sources"][0]["metrics"] if query.lastProgress else {}
+    metrics = source_metrics(query)
     assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
     # The backlog (Kafka's share-partition lag, once Kafka reports one for the new group) shrinks to
     # nothing, and the last progress says so.
@@ -119,14 +119,12 @@ def test_two_queries_in_one_group_split_the_records(
         kafka.produce(topic, expected, key=lambda i: str(i))
         outputs: list[list[str]] = [[], []]
 
-        def accepted(query: StreamingQuery) -> int:
-            progress = query.lastProgress
-            return int(progress["sources"][0]["metrics"].get("recordsAccepted", 0)) if progress else 0
-
         def all_read() -> bool:
             outputs[:] = [sink_values(spark, tmp_path / f"q{i}") for i in range(2)]
             # Accepted: their batches committed, so stopping now cuts no batch short.
-            return sum(map(len, outputs)) >= len(expected) and sum(map(accepted, queries)) >= len(expected)
+            return sum(map(len, outputs)) >= len(expected) and sum(
+                int(source_metrics(q).get("recordsAccepted", 0)) for q in queries
+            ) >= len(expected)
 
         wait_until(all_read, 120, "the two queries together read and accepted every record")
     finally:

@@ -17,7 +17,7 @@ from spark_kafka_share import (
     release_or_dead_letter,
 )
 
-from conftest import KafkaCluster, share_stream, values, wait_until
+from conftest import KafkaCluster, share_stream, source_metrics, values, wait_until
 
 EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
 
@@ -32,15 +32,11 @@ def run_until(
     cut short the batch that made the sink's state complete (its records would go back to the
     group), `done` waits for the source to have acknowledged them too (`acknowledged`)."""
     query = df.writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds").start()
-
-    def metrics() -> dict[str, str]:
-        return dict(query.lastProgress["sources"][0]["metrics"]) if query.lastProgress else {}
-
     try:
-        wait_until(lambda: query.exception() is not None or done(metrics()), timeout_s, what)
+        wait_until(lambda: query.exception() is not None or done(source_metrics(query)), timeout_s, what)
         time.sleep(then_s)
         assert query.exception() is None, str(query.exception())
-        return metrics()
+        return source_metrics(query)
     finally:
         query.stop()
 

@@ -17,6 +17,7 @@ from conftest import (
     lost_and_duplicated,
     run_drain_job,
     share_stream,
+    source_metrics,
     values,
     wait_until,
 )
@@ -59,7 +60,7 @@ def run_with_one_slow_batch(
         )
         assert query.exception() is None, str(query.exception())
         time.sleep(LOCK_MS / 1000 + 1)  # a record whose lock had lapsed would come back by now
-        metrics = dict(query.lastProgress["sources"][0]["metrics"])
+        metrics = source_metrics(query)
     finally:
         query.stop()
     assert kafka.unfinished(group, topic) == 0
