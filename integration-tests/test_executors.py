@@ -78,16 +78,18 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     assert (tmp_path / "out" / "read-all.txt").read_text() == "True", f"{len(lost)} records did not come back"
     assert not lost
     # What they held was in the batch that had just committed: under `none` it comes again, once.
-    released = int(json.loads((tmp_path / "out" / "metrics.json").read_text())["recordsReleased"])
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    released, failed, expired = (
+        int(metrics[m]) for m in ("recordsReleased", "acknowledgementsFailed", "locksExpired")
+    )
     assert released >= 100  # a consumer's share of the batch; two consumers stayed behind
     redelivered = {value for value, count in rows if count > 1}
-    # Each released record comes again. More can: while the group rebalances (consumers leave and
-    # join here), a consumer can lose a partition whose records it holds, and Kafka's client fails
-    # their acknowledgements with NOT_LEADER_OR_FOLLOWER (commitSync sends only those of partitions
-    # in its share session; the executor logs "were not applied"); they come back after their lock.
-    # CI saw 300 duplicates against 200 released so (2026-11-25). The source does not count such
-    # refusals yet, so this cannot be exact.
-    assert released <= len(duplicated)
+    # Each released record comes again, and so can records whose acknowledgement was not applied:
+    # while the group rebalances (consumers leave and join here), a consumer can lose a partition whose
+    # records it holds, and Kafka's client fails their acknowledgements (NOT_LEADER_OR_FOLLOWER); they
+    # come back after their lock (CI saw 300 duplicates for 200 released so, before the source counted
+    # them). Every duplicate is one of those the source counted.
+    assert released <= len(duplicated) <= released + failed + expired, metrics
     assert set(duplicated) <= redelivered
     assert all(n == 2 for n in duplicated.values())
     assert kafka.unfinished(group, topic) == 0

@@ -89,10 +89,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(partition.slot -> here)
-    val locks = slot.drainLockEvents()
-    counts.add(_.lockRenewals, locks.renewed)
-    counts.add(_.locksExpired, locks.expired)
-
     slot.heldFor(partition.round) match {
       // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records.
       case Some(held) =>
@@ -119,6 +115,15 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           Iterator.empty
         }
     }
+  }
+
+  // After the settlement and the poll above, so that the results of the acknowledgements they sent
+  // count in this task; what happened between tasks (the lock renewer's work) counts here too.
+  locally {
+    val events = slot.drainAcknowledgementEvents()
+    counts.add(_.lockRenewals, events.renewed)
+    counts.add(_.locksExpired, events.expired)
+    counts.add(_.acknowledgementsFailed, events.failed)
   }
 
   private def dropDuplicatesAndLog(

@@ -21,8 +21,12 @@ private[sparkkafkashare] final case class SlotKey(runId: String, slot: Int)
 /** How a settlement acknowledged the records it found held. */
 private[sparkkafkashare] final case class Settlement(accepted: Int, released: Int, rejected: Int)
 
-/** What happened to a slot's locks outside tasks, for the next task to report as metrics. */
-private[sparkkafkashare] final case class LockEvents(renewed: Long, expired: Long)
+/**
+ * What happened to a slot's acknowledgements and locks since a task last asked, for it to report as
+ * metrics: records whose lock was renewed; records whose acknowledgement the broker refused because
+ * the lock had expired; records whose acknowledgement was not applied for another reason.
+ */
+private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long)
 
 /**
  * One long-lived share consumer in explicit acknowledgement mode, used by one task at a time.
@@ -79,11 +83,22 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   private val renewed = new AtomicLong()
   private val expired = new AtomicLong()
+  private val failed = new AtomicLong()
+  // Called from this slot's own consumer calls (poll, commitSync, close), with their results.
   consumer.setAcknowledgementCommitCallback(new AcknowledgementCommitCallback {
-    // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
-    // holds the record: its lock expired and the group may already have delivered it elsewhere.
-    override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit =
-      if (e.isInstanceOf[InvalidRecordStateException]) expired.addAndGet(offsets.values().asScala.map(_.size.toLong).sum)
+    override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit = {
+      lazy val records = offsets.values().asScala.map(_.size.toLong).sum
+      e match {
+        case null =>
+        // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
+        // holds the record: its lock expired and the group may already have delivered it elsewhere.
+        case _: InvalidRecordStateException => expired.addAndGet(records)
+        // Any other failure leaves the records acquired until their lock expires; then they come back.
+        // Kafka's client fails, with NOT_LEADER_OR_FOLLOWER and without sending them, the
+        // acknowledgements of a partition no longer in its share session (lost in a rebalance).
+        case _ => failed.addAndGet(records)
+      }
+    }
   })
 
   private def withConsumer[T](body: => T): T = {
@@ -91,8 +106,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     try body finally consumerLock.unlock()
   }
 
-  /** Lock renewals and expiries since the last call. */
-  def drainLockEvents(): LockEvents = LockEvents(renewed.getAndSet(0), expired.getAndSet(0))
+  /** What happened to acknowledgements and locks since the last call. */
+  def drainAcknowledgementEvents(): AcknowledgementEvents =
+    AcknowledgementEvents(renewed.getAndSet(0), expired.getAndSet(0), failed.getAndSet(0))
 
   /** The records this slot acquired for `round`, if it still holds them (the batch is being evaluated again). */
   def heldFor(round: Long): Option[java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]] =
@@ -286,7 +302,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private def renew(records: HeldRecords): HeldRecords = {
     val renewedAt = System.nanoTime()
     records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RENEW))
-    val refused = flush(RenewTimeout) // counted as expired by the acknowledgement callback
+    val refused = flush(RenewTimeout) // counted by the acknowledgement callback
     val expected = records.records.asScala.filterNot(r => refused.contains(r.topic() -> r.partition()))
       .map(RecordCoordinates.of).toSet
     val back = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](expected.size)

@@ -5,8 +5,8 @@ import org.apache.spark.util.LongAccumulator
 
 /**
  * Counters that executor tasks add to and the driver reads: which records were acquired, how
- * they were acknowledged, and what happened to their locks (lock events between tasks are reported
- * by the slot's next task). Accumulators from failed task attempts are dropped by Spark, which is what
+ * they were acknowledged, and what happened to their acknowledgements and locks (lock events between
+ * tasks are reported by the slot's next task). Accumulators from failed task attempts are dropped by Spark, which is what
  * we want: a failed attempt releases what it acquired.
  */
 private[sparkkafkashare] final case class KafkaShareSourceMetrics(
@@ -17,6 +17,7 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     rejected: LongAccumulator,
     lockRenewals: LongAccumulator,
     locksExpired: LongAccumulator,
+    acknowledgementsFailed: LongAccumulator,
     deduplicated: LongAccumulator,
     replayed: LongAccumulator) {
 
@@ -24,8 +25,8 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
   def counters: Seq[(KafkaShareCountMetric, LongAccumulator)] = {
     import KafkaShareCountMetric._
     Seq(Acquired -> acquired, Redelivered -> redelivered, Accepted -> accepted, Released -> released,
-      Rejected -> rejected, LockRenewals -> lockRenewals, LocksExpired -> locksExpired, Deduplicated -> deduplicated,
-      Replayed -> replayed)
+      Rejected -> rejected, LockRenewals -> lockRenewals, LocksExpired -> locksExpired,
+      AcknowledgementsFailed -> acknowledgementsFailed, Deduplicated -> deduplicated, Replayed -> replayed)
   }
 
   /** Acknowledgements sent, of every type. */
@@ -49,6 +50,7 @@ private[sparkkafkashare] object KafkaShareSourceMetrics {
   def register(sc: SparkContext, groupId: String): KafkaShareSourceMetrics = {
     def counter(name: String) = sc.longAccumulator(s"kafka-share[$groupId].$name")
     KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"),
-      counter("rejected"), counter("lockRenewals"), counter("locksExpired"), counter("deduplicated"), counter("replayed"))
+      counter("rejected"), counter("lockRenewals"), counter("locksExpired"), counter("acknowledgementsFailed"),
+      counter("deduplicated"), counter("replayed"))
   }
 }

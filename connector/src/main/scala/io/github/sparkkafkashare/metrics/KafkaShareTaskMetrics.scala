@@ -18,6 +18,8 @@ class RecordsReleasedMetric extends KafkaShareCountMetric("recordsReleased", "re
 class RecordsRejectedMetric extends KafkaShareCountMetric("recordsRejected", "records rejected")
 class LockRenewalsMetric extends KafkaShareCountMetric("lockRenewals", "record locks renewed")
 class LocksExpiredMetric extends KafkaShareCountMetric("locksExpired", "record locks expired before acknowledgement")
+class AcknowledgementsFailedMetric
+  extends KafkaShareCountMetric("acknowledgementsFailed", "acknowledgements not applied (lock not expired)")
 class RecordsDeduplicatedMetric extends KafkaShareCountMetric("recordsDeduplicated", "redelivered records dropped as duplicates")
 class RecordsReplayedMetric extends KafkaShareCountMetric("recordsReplayed", "logged records read back by coordinates")
 
@@ -29,12 +31,13 @@ private[sparkkafkashare] object KafkaShareCountMetric {
   val Rejected = new RecordsRejectedMetric
   val LockRenewals = new LockRenewalsMetric
   val LocksExpired = new LocksExpiredMetric
+  val AcknowledgementsFailed = new AcknowledgementsFailedMetric
   val Deduplicated = new RecordsDeduplicatedMetric
   val Replayed = new RecordsReplayedMetric
 
   /** What the scan reports as its supported custom metrics. */
-  val all: Array[CustomMetric] =
-    Array(Acquired, Redelivered, Accepted, Released, Rejected, LockRenewals, LocksExpired, Deduplicated, Replayed)
+  val all: Array[CustomMetric] = Array(Acquired, Redelivered, Accepted, Released, Rejected, LockRenewals, LocksExpired,
+    AcknowledgementsFailed, Deduplicated, Replayed)
 }
 
 /**

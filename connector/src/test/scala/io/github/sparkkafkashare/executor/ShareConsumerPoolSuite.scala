@@ -158,6 +158,23 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("acknowledgements the broker does not apply, for another reason than an expired lock, count as failed") {
+    withSlotHolding(round = 1) { (run, topic, _, held) =>
+      // The broker no longer hosts the topic: a refusal that is not INVALID_RECORD_STATE. (In a running
+      // query the usual one is Kafka's client failing acknowledgements of a partition lost in a rebalance.)
+      admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
+      eventually(timeout(30.seconds))(assert(!admin.listTopics().names().get(30, SECONDS).contains(topic)))
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config("unused", "unused"), 30000L, renewLocks = true)
+      try {
+        assert(task.settle(committedThrough = 1, AcknowledgementMarks.None).accepted == held.size)
+        assert(task.flush(Duration.ofSeconds(30)) == Set(topic -> 0))
+        val events = task.drainAcknowledgementEvents()
+        assert((events.failed, events.expired) == (held.size.toLong, 0L))
+        assert(task.drainAcknowledgementEvents().failed == 0, "reported once")
+      } finally ShareConsumerPool.giveBack(task)
+    }
+  }
+
   test("the janitor has a left-behind consumer release its committed round and leave the group when no task of its query comes back") {
     withSlotHolding(round = 0) { (run, topic, group, held) =>
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
