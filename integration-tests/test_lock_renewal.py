@@ -35,8 +35,9 @@ def run_with_one_slow_batch(
     while_slow: Callable[[], None] = lambda: None,
 ):
     """Runs a query whose first non-empty batch takes three lock durations, calling `while_slow`
-    as it starts waiting, until the sink has every record, then stops it and checks the group has
-    nothing left; returns what the sink saw as (value, deliveryCount) and the source metrics."""
+    as it starts waiting, until the sink has every record and the source reports no backlog, then
+    stops it and checks the group has nothing left; returns what the sink saw as (value,
+    deliveryCount) and the source metrics."""
     seen: list[tuple[str, int]] = []
     slowed: list[int] = []
 
@@ -60,6 +61,11 @@ def run_with_one_slow_batch(
         )
         assert query.exception() is None, str(query.exception())
         time.sleep(LOCK_MS / 1000 + 1)  # a record whose lock had lapsed would come back by now
+        # Records that came back several times may still be coming: Kafka hands out records delivered
+        # more than half the delivery limit a few at a time. The query is done when it reports no backlog.
+        wait_until(
+            lambda: source_metrics(query).get("backlogRecords") == "0", 60, "the source reported no backlog"
+        )
         metrics = source_metrics(query)
     finally:
         query.stop()

@@ -9,7 +9,7 @@ import scala.util.control.NonFatal
 import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
-import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
@@ -21,7 +21,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
 import org.apache.spark.sql.connector.read.streaming.{MicroBatchStream, Offset, ReadLimit, ReportsSourceMetrics, SupportsTriggerAvailableNow}
-import org.apache.spark.util.SerializableConfiguration
+import org.apache.spark.util.{LongAccumulator, SerializableConfiguration}
 
 /**
  * Plans the micro-batches of one run of a kafka-share query on the driver.
@@ -112,7 +112,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private lazy val triggersBackToBack = StreamingQueryTrigger.runsBackToBack(session)
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
-  private var warnedLocksExpired = false
+  /** The counters [[warnOfRedeliveries]] has warned of. */
+  private var warnedOf = Set.empty[String]
   /**
    * Explicit mode: what user code marked, by round. Written by [[recordMarks]] from the thread that
    * runs foreachBatch (a Py4J thread for Python), read when the next round is planned.
@@ -130,7 +131,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val startRound = KafkaShareSourceOffset(start).round
     val heldFromStart = lastPlanned.collect { case p if p.round == startRound => acquiredBy(p) }
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
-    warnIfLocksExpired()
+    warnOfRedeliveries()
     recordsFlowing = lastRoundAcquired > 0
     if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
@@ -256,13 +257,26 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private def marks(committedThrough: Long): AcknowledgementMarks =
     Option(marksByRound.get(committedThrough)).getOrElse(AcknowledgementMarks.None)
 
-  /** The query learns, once, that records outlived their locks: the group delivers those again. */
-  private def warnIfLocksExpired(): Unit = if (!warnedLocksExpired && counters.locksExpired.value > 0) {
-    warnedLocksExpired = true
-    logWarning(s"Share group '${options.groupId}': ${counters.locksExpired.value} records lost their acquisition " +
-      "lock before they were acknowledged, so the group will deliver them again (duplicates). Renewal could not " +
-      s"keep them: check that the group allows lock renewal (share.renew.acknowledge.enable), raise option " +
-      s"'${KafkaShareSourceOptions.LockTimeoutMs}', or make batches shorter. Metric 'locksExpired' counts them.")
+  /**
+   * The query learns, once for each cause, that the group will deliver records of committed batches
+   * again: their locks expired, or their acknowledgements were not applied.
+   */
+  private def warnOfRedeliveries(): Unit = {
+    def once(metric: KafkaShareCountMetric, counter: LongAccumulator)(what: String, advice: String): Unit =
+      if (counter.value > 0 && !warnedOf(metric.name)) {
+        warnedOf += metric.name
+        logWarning(s"Share group '${options.groupId}': ${counter.value} records $what, so the group will deliver " +
+          s"them again (duplicates unless the exactly-once strategy drops them). $advice Metric '${metric.name}' " +
+          "counts them.")
+      }
+    once(KafkaShareCountMetric.LocksExpired, counters.locksExpired)(
+      "lost their acquisition lock before they were acknowledged",
+      "Renewal could not keep them: check that the group allows lock renewal (share.renew.acknowledge.enable), " +
+        s"raise option '${KafkaShareSourceOptions.LockTimeoutMs}', or make batches shorter.")
+    once(KafkaShareCountMetric.AcknowledgementsFailed, counters.acknowledgementsFailed)(
+      "could not be acknowledged (the acknowledgement was not applied)",
+      "Most often their consumer lost the partition as the group's members changed (consumers joining or " +
+        "leaving); the executors' logs name the partitions and the error.")
   }
 
   override def prepareForTriggerAvailableNow(): Unit = {
