@@ -5,9 +5,9 @@ import org.apache.spark.util.LongAccumulator
 
 /**
  * Counters that executor tasks add to and the driver reads: which records were acquired, how
- * they were acknowledged, and what happened to their acknowledgements and locks (lock events between
- * tasks are reported by the slot's next task). Accumulators from failed task attempts are dropped by Spark, which is what
- * we want: a failed attempt releases what it acquired.
+ * they were acknowledged, and what happened to their acknowledgements and locks (what happened
+ * between tasks is reported by the slot's next task). Accumulators from failed task attempts are
+ * dropped by Spark, which is what we want: a failed attempt releases what it acquired.
  */
 private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     acquired: LongAccumulator,

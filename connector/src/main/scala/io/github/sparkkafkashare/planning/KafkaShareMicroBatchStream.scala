@@ -113,7 +113,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   /** The counters [[warnOfRedeliveries]] has warned of. */
-  private var warnedOf = Set.empty[String]
+  private var warnedOf = Set.empty[KafkaShareCountMetric]
   /**
    * Explicit mode: what user code marked, by round. Written by [[recordMarks]] from the thread that
    * runs foreachBatch (a Py4J thread for Python), read when the next round is planned.
@@ -263,8 +263,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    */
   private def warnOfRedeliveries(): Unit = {
     def once(metric: KafkaShareCountMetric, counter: LongAccumulator)(what: String, advice: String): Unit =
-      if (counter.value > 0 && !warnedOf(metric.name)) {
-        warnedOf += metric.name
+      if (counter.value > 0 && !warnedOf(metric)) {
+        warnedOf += metric
         logWarning(s"Share group '${options.groupId}': ${counter.value} records $what, so the group will deliver " +
           s"them again (duplicates unless the exactly-once strategy drops them). $advice Metric '${metric.name}' " +
           "counts them.")
