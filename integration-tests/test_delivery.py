@@ -82,6 +82,8 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert kafka.unfinished(group, topic) == 0
     metrics = source_metrics(query)
     assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
+    # Every acknowledgement was applied: none refused for an expired lock, none failed otherwise.
+    assert (metrics.get("locksExpired"), metrics.get("acknowledgementsFailed")) == ("0", "0"), metrics
     # The backlog (Kafka's share-partition lag, once Kafka reports one for the new group) shrinks to
     # nothing, and the last progress says so.
     reported = [p["sources"][0]["metrics"].get("backlogRecords") for p in query.recentProgress]
@@ -94,6 +96,7 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert per_batch.get("RecordsAcquiredMetric") == 10_000, per_batch
     assert per_batch.get("RecordsAcceptedMetric") == 10_000, per_batch
     assert per_batch.get("RecordsRedeliveredMetric") == 0, per_batch
+    assert per_batch.get("AcknowledgementsFailedMetric") == 0, per_batch
 
 
 def test_two_queries_in_one_group_split_the_records(
