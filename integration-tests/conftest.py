@@ -210,6 +210,41 @@ def group() -> str:
     return f"g-{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture
+def driver_log(spark: SparkSession) -> Iterator[Callable[[], str]]:
+    """What the driver JVM logs at WARN and above while the test runs, one event a line as
+    "LEVEL logger: message" (line breaks in a message escaped, stack traces left out): an appender
+    added to log4j's root logger for the test, read back over Py4J."""
+    jvm = spark.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    context = log4j.LogManager.getContext(False)
+    root = context.getConfiguration().getRootLogger()
+    text = jvm.java.io.StringWriter()
+    name = f"kafka-share-test-{uuid.uuid4().hex[:10]}"
+    layout = (
+        log4j.core.layout.PatternLayout.newBuilder()
+        .withPattern("%p %c: %enc{%m}{CRLF}%n")
+        .withAlwaysWriteExceptions(False)
+        .build()
+    )
+    appender = (
+        log4j.core.appender.WriterAppender.newBuilder()
+        .setName(name)
+        .setTarget(text)
+        .setLayout(layout)
+        .build()
+    )
+    appender.start()
+    root.addAppender(appender, None, None)
+    context.updateLoggers()
+    try:
+        yield lambda: str(text.toString())
+    finally:
+        root.removeAppender(name)
+        context.updateLoggers()
+        appender.stop()
+
+
 def share_stream(spark: SparkSession, topic: str, group: str, **options: str) -> DataFrame:
     reader = (
         spark.readStream.format("kafka-share")

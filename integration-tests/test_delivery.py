@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark import TaskContext
@@ -63,7 +64,7 @@ def scan_task_metrics(spark: SparkSession) -> dict[str, int]:
 
 
 def test_every_record_once_with_more_consumers_than_partitions(
-    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path, driver_log: Callable[[], str]
 ) -> None:
     topic = kafka.new_topic(partitions=1)
     expected = values(10_000)
@@ -97,6 +98,10 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert per_batch.get("RecordsAcceptedMetric") == 10_000, per_batch
     assert per_batch.get("RecordsRedeliveredMetric") == 0, per_batch
     assert per_batch.get("AcknowledgementsFailedMetric") == 0, per_batch
+    # Nothing went wrong, so the connector warned of nothing (the Kafka client it shades aside).
+    loggers = [line.split(" ")[1] for line in driver_log().splitlines()]
+    ours = ("io.github.sparkkafkashare.", "org.apache.spark.sql.kafkashare.")
+    assert [c for c in loggers if c.startswith(ours) and ".shaded." not in c] == [], driver_log()
 
 
 def test_two_queries_in_one_group_split_the_records(

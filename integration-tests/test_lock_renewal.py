@@ -111,8 +111,8 @@ def test_records_acquired_while_a_long_batch_runs_keep_their_locks_until_the_nex
     assert metrics["locksExpired"] == "0"
 
 
-def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_say_so(
-    spark: SparkSession, kafka: KafkaCluster, group: str
+def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_and_the_log_say_so(
+    spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str]
 ) -> None:
     topic = kafka.new_topic()
     expected = values(200)
@@ -126,6 +126,12 @@ def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_say_so
     assert max(count for _, count in seen) >= 2
     assert int(metrics["locksExpired"]) > 0
     assert metrics["lockRenewals"] == "0"
+    # The driver warns once, naming the group, the metric and the option that helps.
+    warnings = [line for line in driver_log().splitlines() if "lost their acquisition lock" in line]
+    assert len(warnings) == 1, warnings
+    assert f"Share group '{group}'" in warnings[0]
+    assert "Metric 'locksExpired'" in warnings[0]
+    assert "kafka.share.lock.timeout.ms" in warnings[0]
 
 
 def test_a_batch_longer_than_the_consumer_cache_timeout_keeps_its_records_locked(

@@ -100,7 +100,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         counts.add(_.accepted, settled.accepted)
         counts.add(_.released, settled.released)
         counts.add(_.rejected, settled.rejected)
-        counts.add(_.released, ShareConsumerPool.releaseLeftBehind(partition.runId, partition.homes, here,
+        counts.addAll(ShareConsumerPool.releaseLeftBehind(partition.runId, partition.homes, here,
           partition.committedThrough))
         // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
         // fetch carrying them has been seen to hand the same records back to this client again and again.
@@ -119,12 +119,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   // After the settlement and the poll above, so that the results of the acknowledgements they sent
   // count in this task; what happened between tasks (the lock renewer's work) counts here too.
-  locally {
-    val events = slot.drainAcknowledgementEvents()
-    counts.add(_.lockRenewals, events.renewed)
-    counts.add(_.locksExpired, events.expired)
-    counts.add(_.acknowledgementsFailed, events.failed)
-  }
+  counts.addAll(slot.drainAcknowledgementEvents().byMetric)
 
   private def dropDuplicatesAndLog(
       log: RoundRecordsLog,

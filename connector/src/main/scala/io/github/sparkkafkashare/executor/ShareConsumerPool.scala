@@ -8,6 +8,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
@@ -84,21 +85,27 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * Releases what this JVM's consumers of a run hold for slots whose tasks now run on other
    * executors (`homes`); see [[ShareConsumerSlot.releaseLeftBehind]]. A consumer in use is skipped,
    * the calling task's own included (its lock is reentrant, so tryLock alone would take it): a task
-   * of its own slot settles it. Returns how many records were released.
+   * of its own slot settles it. Returns what to count for the run: the records released, and what
+   * those consumers' acknowledgements and locks did since their slot's last task here (which was
+   * the one to report it, and may be the last).
    */
-  def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long): Int = {
+  def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long)
+      : Map[KafkaShareCountMetric, Long] = {
     val leftBehind = slots.asScala.toSeq.filter { case (key, _) => key.runId == runId && homes.get(key.slot).exists(_ != here) }
-    leftBehind.map { case (key, slot) =>
-      if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) 0
+    leftBehind.flatMap { case (key, slot) =>
+      if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) Map.empty
       else try {
-        val released = if (slots.get(key) eq slot) slot.releaseLeftBehind(committedThrough, CloseTimeout) else 0
-        if (released > 0) {
-          logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
-            s"executor ${homes(key.slot)}")
+        if (slots.get(key) ne slot) Map.empty
+        else {
+          val released = slot.releaseLeftBehind(committedThrough, CloseTimeout)
+          if (released > 0) {
+            logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
+              s"executor ${homes(key.slot)}")
+          }
+          slot.drainAcknowledgementEvents().byMetric + (KafkaShareCountMetric.Released -> released.toLong)
         }
-        released
       } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
-    }.sum
+    }.groupMapReduce(_._1)(_._2)(_ + _).filter(_._2 > 0)
   }
 
   /**
@@ -161,8 +168,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
         val run = lookUp(runId)
         run match {
           case RunLookUp.Running(state) =>
-            val released = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
-            if (released > 0) QueryRunRegistry.reportReleased(runId, released)
+            val counted = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
+            if (counted.nonEmpty) QueryRunRegistry.reportCountedOutsideTasks(runId, counted.map { case (m, n) => m.name -> n })
           case _ =>
         }
         unusedSlots.foreach { case (key, slot) =>

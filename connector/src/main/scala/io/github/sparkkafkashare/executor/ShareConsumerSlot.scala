@@ -9,6 +9,7 @@ import scala.jdk.CollectionConverters._
 import scala.jdk.OptionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.TopicIdPartition
 import org.apache.kafka.common.errors.InvalidRecordStateException
@@ -26,7 +27,10 @@ private[sparkkafkashare] final case class Settlement(accepted: Int, released: In
  * metrics: records whose lock was renewed; records whose acknowledgement the broker refused because
  * the lock had expired; records whose acknowledgement was not applied for another reason.
  */
-private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long)
+private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long) {
+  def byMetric: Map[KafkaShareCountMetric, Long] = Map(KafkaShareCountMetric.LockRenewals -> renewed,
+    KafkaShareCountMetric.LocksExpired -> expired, KafkaShareCountMetric.AcknowledgementsFailed -> failed)
+}
 
 /**
  * One long-lived share consumer in explicit acknowledgement mode, used by one task at a time.

@@ -33,15 +33,18 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
   def acknowledged: Long = accepted.value + released.value + rejected.value
 
   /**
-   * The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires).
+   * Each counter's value for the query run.
    *
-   * @param releasedOutsideTasks released by executors' janitors, which run in no task
+   * @param countedOutsideTasks what executors' janitors, which run in no task, counted, by metric name
    */
-  def report(backlog: Option[Long], dedupState: Option[Long], releasedOutsideTasks: Long): Map[String, String] =
+  def totals(countedOutsideTasks: Map[String, Long]): Map[KafkaShareCountMetric, Long] =
     counters.map { case (metric, accumulator) =>
-      val outsideTasks = if (metric == KafkaShareCountMetric.Released) releasedOutsideTasks else 0L
-      metric.name -> (accumulator.value + outsideTasks).toString
-    }.toMap ++
+      metric -> (accumulator.value + countedOutsideTasks.getOrElse(metric.name, 0L))
+    }.toMap
+
+  /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
+  def report(backlog: Option[Long], dedupState: Option[Long], countedOutsideTasks: Map[String, Long]): Map[String, String] =
+    totals(countedOutsideTasks).map { case (metric, n) => metric.name -> n.toString } ++
       backlog.map(b => "backlogRecords" -> b.toString) ++
       dedupState.map(n => "dedupStateRecords" -> n.toString)
 }

@@ -54,6 +54,10 @@ private[sparkkafkashare] final class TaskCounts(metrics: KafkaShareSourceMetrics
     counted(accumulator.id) = counted.getOrElse(accumulator.id, 0L) + n
   }
 
+  def addAll(byMetric: Map[KafkaShareCountMetric, Long]): Unit = metrics.counters.foreach { case (metric, accumulator) =>
+    byMetric.get(metric).foreach(n => add(_ => accumulator, n))
+  }
+
   /** The task's values so far, as PartitionReader.currentMetricsValues reports them. */
   def values: Array[CustomTaskMetric] = metrics.counters.map { case (metric, accumulator) =>
     val sum = counted.getOrElse(accumulator.id, 0L)

@@ -21,7 +21,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
 import org.apache.spark.sql.connector.read.streaming.{MicroBatchStream, Offset, ReadLimit, ReportsSourceMetrics, SupportsTriggerAvailableNow}
-import org.apache.spark.util.{LongAccumulator, SerializableConfiguration}
+import org.apache.spark.util.SerializableConfiguration
 
 /**
  * Plans the micro-batches of one run of a kafka-share query on the driver.
@@ -262,18 +262,19 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * again: their locks expired, or their acknowledgements were not applied.
    */
   private def warnOfRedeliveries(): Unit = {
-    def once(metric: KafkaShareCountMetric, counter: LongAccumulator)(what: String, advice: String): Unit =
-      if (counter.value > 0 && !warnedOf(metric)) {
+    val totals = counters.totals(QueryRunRegistry.countedOutsideTasks(runId))
+    def once(metric: KafkaShareCountMetric)(what: String, advice: String): Unit =
+      if (totals(metric) > 0 && !warnedOf(metric)) {
         warnedOf += metric
-        logWarning(s"Share group '${options.groupId}': ${counter.value} records $what, so the group will deliver " +
+        logWarning(s"Share group '${options.groupId}': ${totals(metric)} records $what, so the group will deliver " +
           s"them again (duplicates unless the exactly-once strategy drops them). $advice Metric '${metric.name}' " +
           "counts them.")
       }
-    once(KafkaShareCountMetric.LocksExpired, counters.locksExpired)(
+    once(KafkaShareCountMetric.LocksExpired)(
       "lost their acquisition lock before they were acknowledged",
       "Renewal could not keep them: check that the group allows lock renewal (share.renew.acknowledge.enable), " +
         s"raise option '${KafkaShareSourceOptions.LockTimeoutMs}', or make batches shorter.")
-    once(KafkaShareCountMetric.AcknowledgementsFailed, counters.acknowledgementsFailed)(
+    once(KafkaShareCountMetric.AcknowledgementsFailed)(
       "could not be acknowledged (the acknowledgement was not applied)",
       "Most often their consumer lost the partition as the group's members changed (consumers joining or " +
         "leaving); the executors' logs name the partitions and the error.")
@@ -287,7 +288,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
-    (counters.report(reportedBacklog(), dedupState, QueryRunRegistry.releasedOutsideTasks(runId)) +
+    (counters.report(reportedBacklog(), dedupState, QueryRunRegistry.countedOutsideTasks(runId)) +
       ("consumers" -> parallelism.toString)).asJava
 
   /**

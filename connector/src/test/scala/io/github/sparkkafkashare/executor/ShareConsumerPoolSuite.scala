@@ -10,6 +10,7 @@ import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{AcknowledgementsFailed, Released}
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
@@ -73,6 +74,11 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     finally ShareConsumerPool.giveBack(slot)
   }
 
+  private def deleteTopic(topic: String): Unit = {
+    admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
+    eventually(timeout(30.seconds))(assert(!admin.listTopics().names().get(30, SECONDS).contains(topic)))
+  }
+
   private def memberClientIds(group: String): Set[String] =
     admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group).get(30, SECONDS)
       .members().asScala.map(_.clientId()).toSet
@@ -110,13 +116,13 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("a consumer left behind releases what it holds of a committed round, and stays open for its slot") {
     withSlotHolding(round = 0) { (run, topic, group, held) =>
-      val released = ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0)
-      assert(released == held.size)
+      val counted = ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0)
+      assert(counted == Map(Released -> held.size.toLong), "released, and every release applied")
       // The locks last 30 s and would be renewed: only the release lets another member have them now.
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
       assert(held.subsetOf(redelivered.keySet))
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
-      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0) == 0)
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0) === false)
       val again = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
       try assert(again.heldFor(0).isEmpty) finally ShareConsumerPool.giveBack(again)
@@ -125,15 +131,15 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("keeps what belongs to a batch not yet committed, to a slot at home, or to a slot a task is using") {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
-      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0) == 0)
-      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> here), here, committedThrough = 1) == 0)
-      assert(ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1) == 0)
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> here), here, committedThrough = 1).isEmpty)
+      assert(ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1).isEmpty)
       // A task holds the slot: a release from another task skips it, and so does one from the task itself.
       val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
       try {
-        assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1) == 0)
+        assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1).isEmpty)
         val fromAnotherTask = Future(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1))
-        assert(Await.result(fromAnotherTask, 30.seconds) == 0)
+        assert(Await.result(fromAnotherTask, 30.seconds).isEmpty)
       } finally ShareConsumerPool.giveBack(task)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
@@ -162,8 +168,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     withSlotHolding(round = 1) { (run, topic, _, held) =>
       // The broker no longer hosts the topic: a refusal that is not INVALID_RECORD_STATE. (In a running
       // query the usual one is Kafka's client failing acknowledgements of a partition lost in a rebalance.)
-      admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
-      eventually(timeout(30.seconds))(assert(!admin.listTopics().names().get(30, SECONDS).contains(topic)))
+      deleteTopic(topic)
       val task = ShareConsumerPool.borrow(SlotKey(run, 1), config("unused", "unused"), 30000L, renewLocks = true)
       try {
         assert(task.settle(committedThrough = 1, AcknowledgementMarks.None).accepted == held.size)
@@ -185,10 +190,21 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       // A member keeps partitions assigned to it that no one else may then read.
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       // reported to the driver's metrics, by a message that arrives shortly
-      eventually(timeout(10.seconds))(assert(QueryRunRegistry.releasedOutsideTasks(run) == held.size))
+      eventually(timeout(10.seconds))(assert(QueryRunRegistry.countedOutsideTasks(run) == Map(Released.name -> held.size.toLong)))
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
       assert(held.subsetOf(redelivered.keySet))
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
+    }
+  }
+
+  test("a left-behind consumer's release that the broker does not apply counts as failed, in the run's metrics") {
+    withSlotHolding(round = 0) { (run, topic, _, held) =>
+      deleteTopic(topic)
+      QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> elsewhere)))
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      // No task of the slot comes back to report it: the janitor tells the driver.
+      val counted = Map(Released.name -> held.size.toLong, AcknowledgementsFailed.name -> held.size.toLong)
+      eventually(timeout(10.seconds))(assert(QueryRunRegistry.countedOutsideTasks(run) == counted))
     }
   }
 

@@ -1,7 +1,6 @@
 package org.apache.spark.sql.kafkashare
 
 import java.util.concurrent.ConcurrentHashMap
-import java.util.concurrent.atomic.AtomicLong
 
 import scala.concurrent.duration._
 import scala.util.control.NonFatal
@@ -45,14 +44,17 @@ object QueryRunRegistry extends Logging {
   // Messages and replies are of JDK and Scala types only: the RPC layer deserializes them with Spark's
   // own class loader, which does not see the connector's jar (a class of ours there kills the executor).
   private val LookUp = "kafka-share-look-up"
-  private val Released = "kafka-share-released"
+  private val CountedOutsideTasks = "kafka-share-counted-outside-tasks"
 
   private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
     val runs = new ConcurrentHashMap[String, RunState]()
-    val released = new ConcurrentHashMap[String, AtomicLong]()
+    /** Per run, counts by metric name. */
+    val countedOutsideTasks = new ConcurrentHashMap[String, Map[String, Long]]()
 
     override def receive: PartialFunction[Any, Unit] = {
-      case (Released, runId: String, n: Int) => Option(released.get(runId)).foreach(_.addAndGet(n))
+      case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
+        countedOutsideTasks.computeIfPresent(runId, (_, sums) =>
+          counts.foldLeft(sums) { case (s, (name, n)) => s.updated(name, s.getOrElse(name, 0L) + n) })
     }
 
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
@@ -83,7 +85,7 @@ object QueryRunRegistry extends Logging {
   /** Driver: the run's current state, replacing the last one. */
   def publish(runId: String, state: RunState): Unit = {
     val registry = endpoint()
-    registry.released.putIfAbsent(runId, new AtomicLong())
+    registry.countedOutsideTasks.putIfAbsent(runId, Map.empty)
     registry.runs.put(runId, state)
   }
 
@@ -91,11 +93,12 @@ object QueryRunRegistry extends Logging {
   def forget(runId: String): Unit = {
     val registry = endpoint()
     registry.runs.remove(runId)
-    registry.released.remove(runId)
+    registry.countedOutsideTasks.remove(runId)
   }
 
-  /** Driver: records executors' janitors released for the run outside its tasks. */
-  def releasedOutsideTasks(runId: String): Long = Option(endpoint().released.get(runId)).fold(0L)(_.get)
+  /** Driver: what executors' janitors counted for the run outside its tasks, by metric name. */
+  def countedOutsideTasks(runId: String): Map[String, Long] =
+    Option(endpoint().countedOutsideTasks.get(runId)).getOrElse(Map.empty)
 
   /** Anywhere: the run's state as the driver last published it, if the driver knows the run and answers. */
   def lookUp(runId: String): RunLookUp = try {
@@ -107,10 +110,13 @@ object QueryRunRegistry extends Logging {
       RunLookUp.Unanswered
   }
 
-  /** Anywhere: tells the driver that a janitor released records of the run (counted in its metrics). */
-  def reportReleased(runId: String, records: Int): Unit =
-    try driver().send((Released, runId, records)) catch {
-      case NonFatal(e) => logWarning(s"Could not tell the driver about $records records released: ${e.getMessage}")
+  /**
+   * Anywhere: tells the driver what a janitor did for the run outside its tasks (records released,
+   * acknowledgements that failed), by metric name, for its metrics.
+   */
+  def reportCountedOutsideTasks(runId: String, counts: Map[String, Long]): Unit =
+    try driver().send((CountedOutsideTasks, runId, counts)) catch {
+      case NonFatal(e) => logWarning(s"Could not tell the driver about ${counts.mkString(", ")}: ${e.getMessage}")
     }
 
   private def driver(): RpcEndpointRef = {
