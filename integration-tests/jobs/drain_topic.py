@@ -22,7 +22,7 @@ core busy this long (run with local-cluster[N,1,...]): the query's slots there m
 executors, and their consumers stay behind on a live executor that no task of the query comes back
 to. It comes with `--stop-once-read N`: the query then runs with the default trigger until the sink
 has read N distinct values (or the occupying job ends), writes whether it read them all to
-`<out>/read-all.txt`, and stops.
+`<out>/read-all.txt`, waits for Spark to commit the last batch the sink wrote, and stops.
 
 A run that finishes writes its last progress's source metrics to `<out>/metrics.json`.
 
@@ -107,6 +107,7 @@ parser.add_argument(
 args = parser.parse_args()
 out = Path(args.out)
 read_values: set[str] = set()
+written_batches: list[int] = []  # ids of the batches the sink wrote, in order
 # A batch in which every consumer read its share of --max-records-per-trigger: all slots hold records.
 full_batch = int(args.max_records_per_trigger or 1)
 
@@ -258,6 +259,7 @@ def sink(batch: DataFrame, batch_id: int) -> None:
         time.sleep(args.slow_batch_s)
     target.write_text(json.dumps(rows))
     read_values.update(value for value, _ in rows)
+    written_batches.append(batch_id)
     # After the batch's last evaluation, so that what the consumers there hold is what the sink wrote.
     if args.occupy_executor_s and len(rows) >= full_batch and first_time("occupy-started"):
         occupy_an_executor()
@@ -294,6 +296,15 @@ if args.stop_once_read:
             break
         time.sleep(0.2)
     (out / "read-all.txt").write_text(str(len(read_values) >= args.stop_once_read))
+    # The sink has the records before Spark commits their batch: a stop in between leaves that batch
+    # uncommitted, and the source rightly gives its records back to the group. Its progress is
+    # reported once the batch is committed.
+    deadline = time.monotonic() + 60
+    while query.isActive and written_batches and time.monotonic() < deadline:
+        progress = query.lastProgress
+        if progress and progress["batchId"] >= written_batches[-1]:
+            break
+        time.sleep(0.2)
     spark.sparkContext.cancelJobGroup("occupy-executor")  # frees the executor before the query stops
     query.stop()
 else:
