@@ -127,8 +127,8 @@ def make_topic(partitions: int, records: int) -> str:
     return topic
 
 
-def new_group(prefix: str, config: str = "") -> str:
-    """A share group of its own, reading from the earliest record; `config` adds group configs (k=v,...)."""
+def new_group(prefix: str) -> str:
+    """A share group of its own, reading from the earliest record."""
     group = f"{prefix}-{uuid.uuid4().hex[:6]}"
     tool(
         "configs",
@@ -140,7 +140,7 @@ def new_group(prefix: str, config: str = "") -> str:
         "--entity-name",
         group,
         "--add-config",
-        ",".join(filter(None, ["share.auto.offset.reset=earliest", config])),
+        "share.auto.offset.reset=earliest",
     )
     return group
 
@@ -182,17 +182,18 @@ def peak_heap_mb(spark: SparkSession) -> float:
     return sum(heap) / 2**20
 
 
-# The group-level lock limit per partition: at the broker's default maximum for it, and at Kafka's.
-LOCK_LIMITS = {
-    "": "",
-    " locks 4000": "share.partition.max.record.locks=4000",
-    " locks 10000": "share.partition.max.record.locks=10000",
+# The group-level lock limit per partition (the source sets the group config): at the broker's default
+# maximum for it, and at Kafka's.
+LOCK_LIMITS: dict[str, dict[str, str]] = {
+    "": {},
+    " locks 4000": {"kafka.share.partition.max.record.locks": "4000"},
+    " locks 10000": {"kafka.share.partition.max.record.locks": "10000"},
 }
-# d) kafka-share's variants: name, source options, group config.
+# d) kafka-share's variants: name, source options.
 WORK_VARIANTS = (
-    ("default", None, ""),
-    ("default locks 4000", None, LOCK_LIMITS[" locks 4000"]),
-    ("tuned", {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}, ""),
+    ("default", {}),
+    ("default locks 4000", LOCK_LIMITS[" locks 4000"]),
+    ("tuned", {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}),
 )
 
 
@@ -214,7 +215,7 @@ def _artifact(jar: str) -> str:
 
 
 def read_stream(
-    spark: SparkSession, source: str, topic: str, group_prefix: str = "bench-share", group_config: str = ""
+    spark: SparkSession, source: str, topic: str, group_prefix: str = "bench-share"
 ) -> DataStreamReader:
     """`source` ("kafka-share" or "kafka") on `topic` from the earliest record; kafka-share in a new group."""
     reader = (
@@ -223,7 +224,7 @@ def read_stream(
         .option("subscribe", topic)
     )
     if source == "kafka-share":
-        return reader.option("kafka.share.group.id", new_group(group_prefix, group_config))
+        return reader.option("kafka.share.group.id", new_group(group_prefix))
     return reader.option("startingOffsets", "earliest")
 
 
@@ -235,11 +236,10 @@ def kafka_share(
     records: int,
     work_ms: int = 0,
     options: dict[str, str] | None = None,
-    group_config: str = "",
     checkpoint: str | None = None,
 ) -> dict[str, Any]:
     df = (
-        read_stream(spark, "kafka-share", topic, group_config=group_config)
+        read_stream(spark, "kafka-share", topic)
         .option("kafka.share.parallelism", str(parallelism))
         .options(**(options or {}))
         .load()
@@ -471,9 +471,9 @@ def main() -> None:
         results.append(source | {"partitions": partitions})
         for consumers in (1, 2, 4):
             results.append(raw_share_consumers(topic, consumers, args.records) | {"partitions": partitions})
-            for variant, group_config in LOCK_LIMITS.items():
+            for variant, options in LOCK_LIMITS.items():
                 scenario = f"b) kafka-share{variant} P={consumers}"
-                share = kafka_share(spark, scenario, topic, consumers, args.records, 0, None, group_config)
+                share = kafka_share(spark, scenario, topic, consumers, args.records, 0, options)
                 results.append(share | {"partitions": partitions, "variant": variant.strip() or "default"})
         print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
     # Spark's own cost of a batch, with its default checkpoint file manager and its FileSystem-based
@@ -505,12 +505,10 @@ def main() -> None:
         work_topic = make_topic(1, args.work_records)
         source = spark_kafka_source(spark, "d) 1 ms/record kafka source", work_topic, args.work_records, 1)
         results.append(source | {"partitions": 1, "variant": "kafka source"})
-        for variant, options, group_config in WORK_VARIANTS:
+        for variant, options in WORK_VARIANTS:
             for consumers in (1, 2, 4):
                 scenario = f"d) 1 ms/record {variant} P={consumers}"
-                result = kafka_share(
-                    spark, scenario, work_topic, consumers, args.work_records, 1, options, group_config
-                )
+                result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
                 results.append(result | {"partitions": 1, "variant": f"work {variant}"})
                 print(json.dumps(results[-1]), flush=True)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
@@ -531,7 +529,7 @@ def main() -> None:
             checkpoint = f"s3a://{S3Emulator.bucket}/{name}"
             if manager == "abortable":
                 spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", ABORTABLE_MANAGER)
-            result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, "", checkpoint)
+            result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, checkpoint)
             spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
             requests = s3.requests_under(name)
             per_batch = {

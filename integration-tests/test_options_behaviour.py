@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import ConfigResource, ResourceType
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from conftest import BOOTSTRAP, KafkaCluster, share_stream, values
@@ -122,6 +124,46 @@ def test_lock_timeout_sets_the_group_lock_duration(
     configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
     assert configs["share.record.lock.duration.ms"].value == "20000"
     assert configs["share.auto.offset.reset"].value == "earliest"
+
+
+def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_more_records(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """Records stay locked until their batch commits, so Kafka's lock limit per partition (2000 by
+    default) caps a batch; the option raises it for the group. `record_limit` makes the broker stop
+    at the limit exactly (the default acquire mode may finish a producer's record batch beyond it)."""
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, values(9000))
+    options = {
+        "startingOffsets": "earliest",
+        "kafka.share.parallelism": "1",
+        "kafka.share.acquire.mode": "record_limit",
+        "kafka.share.partition.max.record.locks": "6000",
+    }
+    batches = drain(share_stream(spark, topic, group, **options))
+    assert sorted(v for b in batches for _, v in b) == values(9000)
+    sizes = [len(b) for b in batches]
+    assert 2000 < max(sizes) <= 6000, sizes
+
+    resource = ConfigResource(ResourceType.GROUP, group)
+    configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["share.partition.max.record.locks"].value == "6000"
+
+
+def test_a_group_config_the_broker_refuses_fails_the_query_at_start_naming_the_option(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # The local broker lets a group go up to 10000 (group.share.max.partition.max.record.locks).
+    df = share_stream(spark, kafka.new_topic(), group, **{"kafka.share.partition.max.record.locks": "20000"})
+    query = df.writeStream.format("noop").start()
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(60)
+    message = str(failure.value)
+    assert (
+        "[KAFKA_SHARE_GROUP_CONFIG_FAILED] Could not set the configuration "
+        f"share.partition.max.record.locks=20000 of share group '{group}' "
+        "(needed for option 'kafka.share.partition.max.record.locks')"
+    ) in message
 
 
 def test_a_subscribed_topic_that_does_not_exist_yet_has_nothing_to_read_until_it_is_created(

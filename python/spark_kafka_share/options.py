@@ -22,6 +22,7 @@ PARALLELISM = "kafka.share.parallelism"
 ACKNOWLEDGMENT_MODE = "kafka.share.acknowledgment.mode"
 EXACTLY_ONCE_STRATEGY = "kafka.share.exactly.once.strategy"
 LOCK_TIMEOUT_MS = "kafka.share.lock.timeout.ms"
+PARTITION_MAX_RECORD_LOCKS = "kafka.share.partition.max.record.locks"
 SUBSCRIBE = "subscribe"
 SUBSCRIBE_PATTERN = "subscribePattern"
 INCLUDE_HEADERS = "includeHeaders"
@@ -62,6 +63,7 @@ _SOURCE_OPTION_FIELDS = {
     ACKNOWLEDGMENT_MODE: "acknowledgment_mode",
     EXACTLY_ONCE_STRATEGY: "exactly_once_strategy",
     LOCK_TIMEOUT_MS: "lock_timeout_ms",
+    PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",
 }
 
 _SHARE_CONSUMER_REJECTS = (
@@ -130,6 +132,10 @@ class KafkaShareOptions:
             :class:`ExactlyOnceStrategy`.
         lock_timeout_ms: how long a consumer may hold the records it fetched before Kafka hands them
             out again (the group config ``share.record.lock.duration.ms``).
+        partition_max_record_locks: how many records of one partition the group may hold
+            unacknowledged (the group config ``share.partition.max.record.locks``; Kafka's default
+            2000). Records stay held until their batch commits, so this caps a micro-batch per
+            partition; the broker's ``group.share.max.partition.max.record.locks`` bounds it.
         include_headers: add a ``headers`` column.
         max_records_per_trigger: an upper bound on the records of one micro-batch.
         poll_timeout_ms: how long a consumer waits for records in one poll (default 2000).
@@ -151,6 +157,7 @@ class KafkaShareOptions:
     acknowledgment_mode: AcknowledgmentMode | str = AcknowledgmentMode.IMPLICIT
     exactly_once_strategy: ExactlyOnceStrategy | str = ExactlyOnceStrategy.NONE
     lock_timeout_ms: int | None = None
+    partition_max_record_locks: int | None = None
     include_headers: bool = False
     max_records_per_trigger: int | None = None
     poll_timeout_ms: int | None = None
@@ -180,6 +187,7 @@ class KafkaShareOptions:
             ACKNOWLEDGMENT_MODE: _enum_value(self.acknowledgment_mode),
             EXACTLY_ONCE_STRATEGY: _enum_value(self.exactly_once_strategy),
             LOCK_TIMEOUT_MS: self.lock_timeout_ms,
+            PARTITION_MAX_RECORD_LOCKS: self.partition_max_record_locks,
             INCLUDE_HEADERS: "true" if self.include_headers else "false",
             MAX_RECORDS_PER_TRIGGER: self.max_records_per_trigger,
             POLL_TIMEOUT_MS: self.poll_timeout_ms,
@@ -283,10 +291,9 @@ def _validate_source(options: Mapping[str, str]) -> None:
     _one_of(_get(options, ACKNOWLEDGMENT_MODE), ACKNOWLEDGMENT_MODE, AcknowledgmentMode)
     _one_of(_get(options, EXACTLY_ONCE_STRATEGY), EXACTLY_ONCE_STRATEGY, ExactlyOnceStrategy)
 
-    parallelism = _positive_long(_get(options, PARALLELISM), PARALLELISM)
-    if parallelism is not None and parallelism > _INT_MAX:
-        raise _invalid_value(PARALLELISM, str(parallelism), f"expected at most {_INT_MAX}")
+    _positive_int(_get(options, PARALLELISM), PARALLELISM)
     _positive_long(_get(options, LOCK_TIMEOUT_MS), LOCK_TIMEOUT_MS)
+    _positive_int(_get(options, PARTITION_MAX_RECORD_LOCKS), PARTITION_MAX_RECORD_LOCKS)
     include_headers = _get(options, INCLUDE_HEADERS)
     if include_headers is not None and include_headers.lower() not in ("true", "false"):
         raise _invalid_value(INCLUDE_HEADERS, include_headers, "expected 'true' or 'false'")
@@ -346,6 +353,14 @@ def _positive_long(value: str | None, option: str) -> int | None:
     if re.fullmatch(r"[+-]?\d+", value) is None or not 0 < int(value) <= _LONG_MAX:
         raise _invalid_value(option, value, "expected a positive whole number")
     return int(value)
+
+
+def _positive_int(value: str | None, option: str) -> int | None:
+    """``_positive_long``, then at most ``Integer.MAX_VALUE``, as the connector parses sizes."""
+    number = _positive_long(value, option)
+    if number is not None and number > _INT_MAX:
+        raise _invalid_value(option, str(number), f"expected at most {_INT_MAX}")
+    return number
 
 
 # java.time.Duration.parse's grammar.

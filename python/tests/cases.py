@@ -108,6 +108,16 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
         "expected a positive whole number.",
     ),
     (
+        {"partition_max_record_locks": 0},
+        "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '0' for option "
+        "'kafka.share.partition.max.record.locks': expected a positive whole number.",
+    ),
+    (
+        {"partition_max_record_locks": 2**31},
+        "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '2147483648' for option "
+        "'kafka.share.partition.max.record.locks': expected at most 2147483647.",
+    ),
+    (
         {"max_records_per_trigger": 2**63},
         "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '9223372036854775808' for option "
         "'maxRecordsPerTrigger': expected a positive whole number.",

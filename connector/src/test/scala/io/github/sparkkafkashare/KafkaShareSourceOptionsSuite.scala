@@ -33,6 +33,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.acknowledgmentMode == AcknowledgmentMode.Implicit)
     assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.None)
     assert(!o.includeHeaders && o.maxRecordsPerTrigger.isEmpty && o.lockTimeoutMs.isEmpty && o.startingOffsets.isEmpty)
+    assert(o.partitionMaxRecordLocks.isEmpty)
     assert(o.pollTimeoutMs == KafkaShareSourceOptions.DefaultPollTimeoutMs)
     assert(o.connection.apiTimeoutMs == KafkaShareSourceOptions.DefaultApiTimeoutMs)
     assert(o.fetchOffsetNumRetries == KafkaShareSourceOptions.DefaultFetchOffsetNumRetries)
@@ -44,6 +45,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       "kafka.share.parallelism" -> "8",
       "kafka.share.exactly.once.strategy" -> "IDEMPOTENT",
       "kafka.share.lock.timeout.ms" -> "45000",
+      "KAFKA.SHARE.PARTITION.MAX.RECORD.LOCKS" -> "4000",
       "includeHeaders" -> "true",
       "maxRecordsPerTrigger" -> "1000",
       "pollTimeoutMs" -> "500",
@@ -54,7 +56,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.subscription == Subscription.TopicPattern("orders-.*"))
     assert(o.parallelism.contains(8) && o.lockTimeoutMs.contains(45000L) && o.maxRecordsPerTrigger.contains(1000L))
     assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.Idempotent && o.includeHeaders && o.pollTimeoutMs == 500)
-    assert(o.startingOffsets.contains(StartingOffsets("by_duration:PT30M")))
+    assert(o.startingOffsets.contains(StartingOffsets("by_duration:PT30M")) && o.partitionMaxRecordLocks.contains(4000))
     assert(o.connection.kafkaParams == Map("security.protocol" -> "SASL_SSL", "default.api.timeout.ms" -> "5000"))
     assert(o.connection.apiTimeoutMs == 5000 && o.fetchOffsetNumRetries == 0)
   }
@@ -76,6 +78,10 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       (required + ("assign" -> "{}"), "KAFKA_SHARE_UNSUPPORTED_OPTION", "assign"),
       (required + ("kafka.share.parallelism" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
       (required + ("kafka.share.parallelism" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
+      (required + ("kafka.share.partition.max.record.locks" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.partition.max.record.locks"),
+      (required + ("kafka.share.partition.max.record.locks" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.partition.max.record.locks"),
       (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.default.api.timeout.ms"),
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
       (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),

@@ -74,6 +74,7 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     acknowledgmentMode: AcknowledgmentMode,
     exactlyOnceStrategy: ExactlyOnceStrategy,
     lockTimeoutMs: Option[Long],
+    partitionMaxRecordLocks: Option[Int],
     includeHeaders: Boolean,
     maxRecordsPerTrigger: Option[Long],
     pollTimeoutMs: Long,
@@ -89,6 +90,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val AcknowledgmentModeOption = "kafka.share.acknowledgment.mode"
   val ExactlyOnceStrategyOption = "kafka.share.exactly.once.strategy"
   val LockTimeoutMs = "kafka.share.lock.timeout.ms"
+  val PartitionMaxRecordLocks = "kafka.share.partition.max.record.locks"
   val Subscribe = "subscribe"
   val SubscribePattern = "subscribePattern"
   val Assign = "assign"
@@ -105,7 +107,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
 
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
   private val sourceOwnedKafkaOptions =
-    Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs)
+    Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs, PartitionMaxRecordLocks)
 
   /** Kafka client settings the source sets itself, or that a share consumer rejects, with why. */
   private val ownedKafkaConfigs: Map[String, String] = {
@@ -181,13 +183,11 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     KafkaShareSourceOptions(
       connection = connection,
       subscription = subscription,
-      parallelism = positiveLong(get(Parallelism), Parallelism).map { n =>
-        if (n > Int.MaxValue) throw KafkaShareErrors.invalidOptionValue(Parallelism, n.toString, "expected at most 2147483647")
-        n.toInt
-      },
+      parallelism = positiveInt(get(Parallelism), Parallelism),
       acknowledgmentMode = acknowledgmentMode,
       exactlyOnceStrategy = strategy,
       lockTimeoutMs = positiveLong(get(LockTimeoutMs), LockTimeoutMs),
+      partitionMaxRecordLocks = positiveInt(get(PartitionMaxRecordLocks), PartitionMaxRecordLocks),
       includeHeaders = boolean(get(IncludeHeaders), IncludeHeaders).getOrElse(false),
       maxRecordsPerTrigger = positiveLong(get(MaxRecordsPerTrigger), MaxRecordsPerTrigger),
       pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),
@@ -204,6 +204,11 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
 
   private def positiveLong(value: Option[String], option: String): Option[Long] = value.map { v =>
     v.toLongOption.filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected a positive whole number"))
+  }
+
+  private def positiveInt(value: Option[String], option: String): Option[Int] = positiveLong(value, option).map { n =>
+    if (n > Int.MaxValue) throw KafkaShareErrors.invalidOptionValue(option, n.toString, "expected at most 2147483647")
+    n.toInt
   }
 
   private def nonNegativeInt(value: Option[String], option: String): Option[Int] = value.map { v =>

@@ -37,13 +37,16 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /**
-   * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms` always, and
-   * `startingOffsets` only to a group that has not started reading yet (Kafka applies
-   * `share.auto.offset.reset` only when a share-partition is first initialized).
+   * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms` and
+   * `kafka.share.partition.max.record.locks` always, and `startingOffsets` only to a group that has
+   * not started reading yet (Kafka applies `share.auto.offset.reset` only when a share-partition is
+   * first initialized).
    */
   def configureGroup(options: KafkaShareSourceOptions): Unit = {
     val lock = options.lockTimeoutMs.map(ms =>
       (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
+    val recordLocks = options.partitionMaxRecordLocks.map(n =>
+      (KafkaShareSourceOptions.PartitionMaxRecordLocks, new ConfigEntry(RecordLocksConfig, n.toString)))
     val reset = options.startingOffsets.flatMap { starting =>
       if (partitionStates().isEmpty) {
         Some((KafkaShareSourceOptions.StartingOffsetsOption, new ConfigEntry(AutoOffsetResetConfig, starting.groupConfigValue)))
@@ -54,7 +57,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       }
     }
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
-    (lock ++ reset).foreach { case (option, entry) =>
+    (lock ++ recordLocks ++ reset).foreach { case (option, entry) =>
       val op = new AlterConfigOp(entry, AlterConfigOp.OpType.SET)
       try {
         await(s"setting ${entry.name()} of share group '$group'",
