@@ -130,8 +130,9 @@ def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_m
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
     """Records stay locked until their batch commits, so Kafka's lock limit per partition (2000 by
-    default) caps a batch; the option raises it for the group. `record_limit` makes the broker stop
-    at the limit exactly (the default acquire mode may finish a producer's record batch beyond it)."""
+    default) caps a batch; the option raises it for the group. With `record_limit` the broker stops
+    about at the limit (the default acquire mode may finish a producer's record batch beyond it): at
+    2000, this drain's batches were seen at 2000 to 2038 records at most; at 6000, 6000 then 3000."""
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, values(9000))
     options = {
@@ -143,7 +144,7 @@ def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_m
     batches = drain(share_stream(spark, topic, group, **options))
     assert sorted(v for b in batches for _, v in b) == values(9000)
     sizes = [len(b) for b in batches]
-    assert 2000 < max(sizes) <= 6000, sizes
+    assert max(sizes) > 4000, sizes
 
     resource = ConfigResource(ResourceType.GROUP, group)
     configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
