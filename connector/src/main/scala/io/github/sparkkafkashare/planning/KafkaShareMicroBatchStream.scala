@@ -59,11 +59,13 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     admin.checkShareGroupsEnabled()
     admin.configureGroup(options)
     val limits = admin.groupLimits()
+    // The value just set, not one read back: another broker may not have the change yet.
+    val recordLocks = options.partitionMaxRecordLocks.getOrElse(limits.recordLocksPerPartition)
     val partitions = admin.partitionsOf(admin.subscribedTopics(options.subscription)).size
-    val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, limits.recordLocksPerPartition)
+    val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks)
     cap.foreach { n =>
       logInfo(s"$parallelism consumers share $partitions partitions of share group '${options.groupId}' " +
-        s"(${limits.recordLocksPerPartition} records in flight per partition): each polls at most $n records " +
+        s"($recordLocks records in flight per partition): each polls at most $n records " +
         "per batch. Set 'kafka.max.poll.records' or 'kafka.share.acquire.mode' to choose otherwise.")
     }
     (limits.renewAllowed, ShareConsumerSettings(options, parallelism, runId, cap))
