@@ -601,7 +601,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"(from the first batch: b/c {r['flowing_records_per_s'] / c['flowing_records_per_s']:.2f})"
             )
     work_source = next((r for r in results if r.get("variant") == "kafka source"), None)
-    for variant in (f"work {name}" for name, _, _ in WORK_VARIANTS):
+    for variant in (f"work {name}" for name, _ in WORK_VARIANTS):
         work = {r["parallelism"]: r for r in results if r.get("variant") == variant}
         if work and work_source:
             for measure in ("records_per_s", "flowing_records_per_s"):
