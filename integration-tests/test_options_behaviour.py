@@ -151,6 +151,36 @@ def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_m
     assert configs["share.partition.max.record.locks"].value == "6000"
 
 
+def test_consumers_sharing_a_partition_each_poll_their_share_of_the_lock_limit_the_option_sets(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """Four consumers on one partition each poll at most a quarter of the group's lock limit: 1000
+    with the option at 4000, where Kafka's default 2000 would give them 500."""
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, values(8000))
+    polls: list[int] = []  # records per task of each batch: one task polls once for its consumer
+    seen: list[str] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        per_task = batch.selectExpr("cast(value as string) v").rdd.mapPartitions(lambda rows: [list(rows)])
+        for rows in per_task.collect():
+            if rows:
+                polls.append(len(rows))
+                seen.extend(row.v for row in rows)
+
+    options = {
+        "startingOffsets": "earliest",
+        "kafka.share.parallelism": "4",
+        "kafka.share.partition.max.record.locks": "4000",
+    }
+    df = share_stream(spark, topic, group, **options)
+    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert sorted(seen) == values(8000)
+    assert 500 < max(polls) <= 1000, polls
+
+
 def test_a_group_config_the_broker_refuses_fails_the_query_at_start_naming_the_option(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
