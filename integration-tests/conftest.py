@@ -157,6 +157,11 @@ class KafkaCluster:
         resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
         self.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
+    def group_config(self, group: str, name: str) -> str:
+        """The value the broker reports for a group config."""
+        resource = ConfigResource(ResourceType.GROUP, group)
+        return str(self.admin.describe_configs([resource])[resource].result(timeout=30)[name].value)
+
     def refuse_lock_renewal(self, group: str) -> None:
         """Sets the group's `share.renew.acknowledge.enable` to false: the broker refuses RENEW."""
         self.set_group_config(group, "share.renew.acknowledge.enable", "false")

@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import ConfigResource, ResourceType
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
@@ -120,10 +119,8 @@ def test_lock_timeout_sets_the_group_lock_duration(
     )
     assert len([v for b in drain(df) for _, v in b]) == 10
 
-    resource = ConfigResource(ResourceType.GROUP, group)
-    configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
-    assert configs["share.record.lock.duration.ms"].value == "20000"
-    assert configs["share.auto.offset.reset"].value == "earliest"
+    assert kafka.group_config(group, "share.record.lock.duration.ms") == "20000"
+    assert kafka.group_config(group, "share.auto.offset.reset") == "earliest"
 
 
 def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_more_records(
@@ -146,9 +143,7 @@ def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_m
     sizes = [len(b) for b in batches]
     assert max(sizes) > 4000, sizes
 
-    resource = ConfigResource(ResourceType.GROUP, group)
-    configs = kafka.admin.describe_configs([resource])[resource].result(timeout=30)
-    assert configs["share.partition.max.record.locks"].value == "6000"
+    assert kafka.group_config(group, "share.partition.max.record.locks") == "6000"
 
 
 def test_consumers_sharing_a_partition_each_poll_their_share_of_the_lock_limit_the_option_sets(
