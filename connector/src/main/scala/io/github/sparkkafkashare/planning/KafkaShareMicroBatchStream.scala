@@ -57,11 +57,12 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    */
   private val (renewLocks, consumerConfig) = try {
     admin.checkShareGroupsEnabled()
-    admin.configureGroup(options)
+    val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
+    admin.configureGroup(options, subscribed)
     val limits = admin.groupLimits()
     // The value just set, not one read back: another broker may not have the change yet.
     val recordLocks = options.partitionMaxRecordLocks.getOrElse(limits.recordLocksPerPartition)
-    val partitions = admin.partitionsOf(admin.subscribedTopics(options.subscription)).size
+    val partitions = subscribed.size
     val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks)
     cap.foreach { n =>
       logInfo(s"$parallelism consumers share $partitions partitions of share group '${options.groupId}' " +

@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.planning
 
+import java.util.Locale
 import java.util.concurrent.{ExecutionException, TimeUnit, TimeoutException}
 import java.util.concurrent.atomic.AtomicLong
 
@@ -40,15 +41,17 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms` and
    * `kafka.share.partition.max.record.locks` always, and `startingOffsets` only to a group that has
    * not started reading yet (Kafka applies `share.auto.offset.reset` only when a share-partition is
-   * first initialized).
+   * first initialized). Then starts the share-partitions of `partitions` the group has no state for
+   * ([[startNewPartitions]]).
    */
-  def configureGroup(options: KafkaShareSourceOptions): Unit = {
+  def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): Unit = {
+    val states = partitionStates()
     val lock = options.lockTimeoutMs.map(ms =>
       (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
     val recordLocks = options.partitionMaxRecordLocks.map(n =>
       (KafkaShareSourceOptions.PartitionMaxRecordLocks, new ConfigEntry(RecordLocksConfig, n.toString)))
     val reset = options.startingOffsets.flatMap { starting =>
-      if (partitionStates().isEmpty) {
+      if (states.isEmpty) {
         Some((KafkaShareSourceOptions.StartingOffsetsOption, new ConfigEntry(AutoOffsetResetConfig, starting.groupConfigValue)))
       } else {
         logWarning(s"Share group '$group' has already started reading, so it keeps its position; " +
@@ -67,6 +70,39 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       }
       logInfo(s"Set ${entry.name()}=${entry.value()} on share group '$group' (option '$option')")
     }
+    // The value just set, not one read back: another broker may not have the change yet.
+    startNewPartitions(partitions.filterNot(states.contains), reset.map(_._2.value()))
+  }
+
+  /**
+   * Gives each share-partition the group has no state for its start offset now, where
+   * `share.auto.offset.reset` says (`earliest` or `latest`, as Kafka reads them), before any consumer
+   * of the query joins. Kafka would initialize them itself once a member joins, but only a few
+   * seconds later, answering the member's first heartbeats with no partitions meanwhile: a new
+   * group's first records came about 6 s after its consumer started, and under 1 s when the group's
+   * offsets had been set first (Kafka 4.3.1; docs/benchmarks.md, "Joining the group").
+   * Kafka alters a group's offsets only while the group has no members, so a member that joins
+   * meanwhile cannot have its position moved. Anything Kafka refuses, and a `by_duration` reset, is
+   * left to Kafka's own initialization, as before.
+   */
+  private def startNewPartitions(partitions: Seq[TopicPartition], resetSet: Option[String]): Unit = {
+    if (partitions.isEmpty) return
+    val reset = resetSet.orElse(groupConfig(AutoOffsetResetConfig)).getOrElse(DefaultAutoOffsetReset).toLowerCase(Locale.ROOT)
+    val spec = reset match {
+      case "earliest" => OffsetSpec.earliest()
+      case "latest" => OffsetSpec.latest()
+      case _ => return
+    }
+    try {
+      val starts = offsets(partitions.toSet, spec)
+      await(s"starting share group '$group' at $reset",
+        admin.alterShareGroupOffsets(group, starts.map { case (tp, o) => tp -> java.lang.Long.valueOf(o) }.asJava).all())
+      logInfo(s"Share group '$group' starts ${starts.size} partitions at $reset: ${starts.toSeq.sortBy(_._1.toString).mkString(", ")}")
+    } catch {
+      case e: ExecutionException =>
+        logInfo(s"Kafka initializes share group '$group' when its consumers join (it did not set the start offsets " +
+          s"now: ${e.getCause.getMessage})")
+    }
   }
 
   /**
@@ -76,12 +112,20 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * default).
    */
   def groupLimits(): GroupLimits = {
+    val configs = groupConfigs()
+    GroupLimits(
+      renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
+      recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
+  }
+
+  private def groupConfig(name: String): Option[String] = groupConfigs().get(name)
+
+  private def groupConfigs(): Map[String, String] = {
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
     val configs = await(s"reading the configs of share group '$group'", admin.describeConfigs(Seq(resource).asJava).all())
-    def value(name: String): Option[String] = Option(configs.get(resource)).flatMap(c => Option(c.get(name))).map(_.value())
-    GroupLimits(
-      renewAllowed = value(RenewAllowedConfig).forall(_.toBoolean),
-      recordLocksPerPartition = value(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
+    Option(configs.get(resource)).toSeq.flatMap(_.entries().asScala).collect {
+      case e if e.value() != null => e.name() -> e.value()
+    }.toMap
   }
 
   /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
@@ -121,10 +165,13 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The log end offset of each partition. */
-  def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = {
+  def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())
+
+  /** The offset `spec` gives for each partition that exists. */
+  private def offsets(partitions: Set[TopicPartition], spec: OffsetSpec): Map[TopicPartition, Long] = {
     if (partitions.isEmpty) return Map.empty
-    val listed = admin.listOffsets(partitions.map(tp => tp -> OffsetSpec.latest()).toMap.asJava)
-    partitions.flatMap(tp => awaitIfExists(s"listing the end offset of $tp", listed.partitionResult(tp)).map(tp -> _.offset())).toMap
+    val listed = admin.listOffsets(partitions.map(tp => tp -> spec).toMap.asJava)
+    partitions.flatMap(tp => awaitIfExists(s"listing offsets of $tp", listed.partitionResult(tp)).map(tp -> _.offset())).toMap
   }
 
   /**
@@ -197,6 +244,8 @@ private[sparkkafkashare] object ShareGroupAdmin {
   /** Kafka's default for `group.share.record.lock.duration.ms`. */
   val DefaultLockDurationMs = 30000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
+  /** Kafka's default for `share.auto.offset.reset`. */
+  val DefaultAutoOffsetReset = "latest"
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
   def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
