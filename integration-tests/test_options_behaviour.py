@@ -176,6 +176,40 @@ def test_consumers_sharing_a_partition_each_poll_their_share_of_the_lock_limit_t
     assert 500 < max(polls) <= 1000, polls
 
 
+def test_assignment_interval_zero_gives_every_consumer_of_a_new_query_records_in_its_first_round(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """Four consumers on one partition of a new group: with the option at 0 (the group config
+    share.assignment.interval.ms), Kafka assigns the partition to each consumer as it joins, so every
+    task of the first batch has records. With Kafka's default (1000 ms) only the first consumer to
+    join had it within the 1 s poll; the others got it about 2 s after joining."""
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, values(4000))
+    tasks_with_records: list[int] = []  # per batch with records: how many of its tasks had any
+    seen: list[str] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        per_task = batch.selectExpr("cast(value as string) v").rdd.mapPartitions(lambda rows: [list(rows)])
+        polled = [rows for rows in per_task.collect() if rows]
+        if polled:
+            tasks_with_records.append(len(polled))
+            seen.extend(row.v for rows in polled for row in rows)
+
+    options = {
+        "startingOffsets": "earliest",
+        "kafka.share.parallelism": "4",
+        "pollTimeoutMs": "1000",
+        "kafka.share.assignment.interval.ms": "0",
+    }
+    df = share_stream(spark, topic, group, **options)
+    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    assert sorted(seen) == values(4000)
+    assert kafka.group_config(group, "share.assignment.interval.ms") == "0"
+    assert tasks_with_records[0] == 4, tasks_with_records
+
+
 def test_a_group_config_the_broker_refuses_fails_the_query_at_start_naming_the_option(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:

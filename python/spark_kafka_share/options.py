@@ -23,6 +23,7 @@ ACKNOWLEDGMENT_MODE = "kafka.share.acknowledgment.mode"
 EXACTLY_ONCE_STRATEGY = "kafka.share.exactly.once.strategy"
 LOCK_TIMEOUT_MS = "kafka.share.lock.timeout.ms"
 PARTITION_MAX_RECORD_LOCKS = "kafka.share.partition.max.record.locks"
+ASSIGNMENT_INTERVAL_MS = "kafka.share.assignment.interval.ms"
 SUBSCRIBE = "subscribe"
 SUBSCRIBE_PATTERN = "subscribePattern"
 INCLUDE_HEADERS = "includeHeaders"
@@ -64,6 +65,7 @@ _SOURCE_OPTION_FIELDS = {
     EXACTLY_ONCE_STRATEGY: "exactly_once_strategy",
     LOCK_TIMEOUT_MS: "lock_timeout_ms",
     PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",
+    ASSIGNMENT_INTERVAL_MS: "assignment_interval_ms",
 }
 
 _SHARE_CONSUMER_REJECTS = (
@@ -136,6 +138,9 @@ class KafkaShareOptions:
             unacknowledged (the group config ``share.partition.max.record.locks``; Kafka's default
             2000). Records stay held until their batch commits, so this caps a micro-batch per
             partition; the broker's ``group.share.max.partition.max.record.locks`` bounds it.
+        assignment_interval_ms: how long Kafka may wait before it assigns partitions to members that
+            joined (the group config ``share.assignment.interval.ms``, Kafka 4.3; default 1000).
+            0 gives every consumer of a starting query its partitions when it joins.
         include_headers: add a ``headers`` column.
         max_records_per_trigger: an upper bound on the records of one micro-batch.
         poll_timeout_ms: how long a consumer waits for records in one poll (default 2000).
@@ -158,6 +163,7 @@ class KafkaShareOptions:
     exactly_once_strategy: ExactlyOnceStrategy | str = ExactlyOnceStrategy.NONE
     lock_timeout_ms: int | None = None
     partition_max_record_locks: int | None = None
+    assignment_interval_ms: int | None = None
     include_headers: bool = False
     max_records_per_trigger: int | None = None
     poll_timeout_ms: int | None = None
@@ -188,6 +194,7 @@ class KafkaShareOptions:
             EXACTLY_ONCE_STRATEGY: _enum_value(self.exactly_once_strategy),
             LOCK_TIMEOUT_MS: self.lock_timeout_ms,
             PARTITION_MAX_RECORD_LOCKS: self.partition_max_record_locks,
+            ASSIGNMENT_INTERVAL_MS: self.assignment_interval_ms,
             INCLUDE_HEADERS: "true" if self.include_headers else "false",
             MAX_RECORDS_PER_TRIGGER: self.max_records_per_trigger,
             POLL_TIMEOUT_MS: self.poll_timeout_ms,
@@ -294,6 +301,7 @@ def _validate_source(options: Mapping[str, str]) -> None:
     _positive_int(_get(options, PARALLELISM), PARALLELISM)
     _positive_long(_get(options, LOCK_TIMEOUT_MS), LOCK_TIMEOUT_MS)
     _positive_int(_get(options, PARTITION_MAX_RECORD_LOCKS), PARTITION_MAX_RECORD_LOCKS)
+    _non_negative_int(_get(options, ASSIGNMENT_INTERVAL_MS), ASSIGNMENT_INTERVAL_MS)
     include_headers = _get(options, INCLUDE_HEADERS)
     if include_headers is not None and include_headers.lower() not in ("true", "false"):
         raise _invalid_value(INCLUDE_HEADERS, include_headers, "expected 'true' or 'false'")

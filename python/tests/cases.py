@@ -118,6 +118,11 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
         "'kafka.share.partition.max.record.locks': expected at most 2147483647.",
     ),
     (
+        {"assignment_interval_ms": -1},
+        "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '-1' for option "
+        "'kafka.share.assignment.interval.ms': expected a whole number from 0 to 2147483647.",
+    ),
+    (
         {"max_records_per_trigger": 2**63},
         "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '9223372036854775808' for option "
         "'maxRecordsPerTrigger': expected a positive whole number.",

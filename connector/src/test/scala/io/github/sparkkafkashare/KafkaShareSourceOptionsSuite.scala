@@ -33,7 +33,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.acknowledgmentMode == AcknowledgmentMode.Implicit)
     assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.None)
     assert(!o.includeHeaders && o.maxRecordsPerTrigger.isEmpty && o.lockTimeoutMs.isEmpty && o.startingOffsets.isEmpty)
-    assert(o.partitionMaxRecordLocks.isEmpty)
+    assert(o.partitionMaxRecordLocks.isEmpty && o.assignmentIntervalMs.isEmpty)
     assert(o.pollTimeoutMs == KafkaShareSourceOptions.DefaultPollTimeoutMs)
     assert(o.connection.apiTimeoutMs == KafkaShareSourceOptions.DefaultApiTimeoutMs)
     assert(o.fetchOffsetNumRetries == KafkaShareSourceOptions.DefaultFetchOffsetNumRetries)
@@ -46,6 +46,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       "kafka.share.exactly.once.strategy" -> "IDEMPOTENT",
       "kafka.share.lock.timeout.ms" -> "45000",
       "KAFKA.SHARE.PARTITION.MAX.RECORD.LOCKS" -> "4000",
+      "kafka.share.assignment.interval.ms" -> "0",
       "includeHeaders" -> "true",
       "maxRecordsPerTrigger" -> "1000",
       "pollTimeoutMs" -> "500",
@@ -57,6 +58,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.parallelism.contains(8) && o.lockTimeoutMs.contains(45000L) && o.maxRecordsPerTrigger.contains(1000L))
     assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.Idempotent && o.includeHeaders && o.pollTimeoutMs == 500)
     assert(o.startingOffsets.contains(StartingOffsets("by_duration:PT30M")) && o.partitionMaxRecordLocks.contains(4000))
+    assert(o.assignmentIntervalMs.contains(0))
     assert(o.connection.kafkaParams == Map("security.protocol" -> "SASL_SSL", "default.api.timeout.ms" -> "5000"))
     assert(o.connection.apiTimeoutMs == 5000 && o.fetchOffsetNumRetries == 0)
   }
@@ -82,6 +84,8 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         "kafka.share.partition.max.record.locks"),
       (required + ("kafka.share.partition.max.record.locks" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
         "kafka.share.partition.max.record.locks"),
+      (required + ("kafka.share.assignment.interval.ms" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.assignment.interval.ms"),
       (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.default.api.timeout.ms"),
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
       (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),

@@ -75,6 +75,7 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     exactlyOnceStrategy: ExactlyOnceStrategy,
     lockTimeoutMs: Option[Long],
     partitionMaxRecordLocks: Option[Int],
+    assignmentIntervalMs: Option[Int],
     includeHeaders: Boolean,
     maxRecordsPerTrigger: Option[Long],
     pollTimeoutMs: Long,
@@ -91,6 +92,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val ExactlyOnceStrategyOption = "kafka.share.exactly.once.strategy"
   val LockTimeoutMs = "kafka.share.lock.timeout.ms"
   val PartitionMaxRecordLocks = "kafka.share.partition.max.record.locks"
+  val AssignmentIntervalMs = "kafka.share.assignment.interval.ms"
   val Subscribe = "subscribe"
   val SubscribePattern = "subscribePattern"
   val Assign = "assign"
@@ -107,7 +109,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
 
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
   private val sourceOwnedKafkaOptions =
-    Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs, PartitionMaxRecordLocks)
+    Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs, PartitionMaxRecordLocks,
+      AssignmentIntervalMs)
 
   /** Kafka client settings the source sets itself, or that a share consumer rejects, with why. */
   private val ownedKafkaConfigs: Map[String, String] = {
@@ -188,6 +191,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       exactlyOnceStrategy = strategy,
       lockTimeoutMs = positiveLong(get(LockTimeoutMs), LockTimeoutMs),
       partitionMaxRecordLocks = positiveInt(get(PartitionMaxRecordLocks), PartitionMaxRecordLocks),
+      assignmentIntervalMs = nonNegativeInt(get(AssignmentIntervalMs), AssignmentIntervalMs),
       includeHeaders = boolean(get(IncludeHeaders), IncludeHeaders).getOrElse(false),
       maxRecordsPerTrigger = positiveLong(get(MaxRecordsPerTrigger), MaxRecordsPerTrigger),
       pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),

@@ -38,8 +38,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /**
-   * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms` and
-   * `kafka.share.partition.max.record.locks` always, and `startingOffsets` only to a group that has
+   * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms`,
+   * `kafka.share.partition.max.record.locks` and `kafka.share.assignment.interval.ms` always, and
+   * `startingOffsets` only to a group that has
    * not started reading yet (Kafka applies `share.auto.offset.reset` only when a share-partition is
    * first initialized). Then starts the share-partitions of `partitions` the group has no state for
    * ([[startNewPartitions]]).
@@ -50,6 +51,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
     val recordLocks = options.partitionMaxRecordLocks.map(n =>
       (KafkaShareSourceOptions.PartitionMaxRecordLocks, new ConfigEntry(RecordLocksConfig, n.toString)))
+    val assignmentInterval = options.assignmentIntervalMs.map(ms =>
+      (KafkaShareSourceOptions.AssignmentIntervalMs, new ConfigEntry(AssignmentIntervalConfig, ms.toString)))
     val reset = options.startingOffsets.flatMap { starting =>
       if (states.isEmpty) {
         Some((KafkaShareSourceOptions.StartingOffsetsOption, new ConfigEntry(AutoOffsetResetConfig, starting.groupConfigValue)))
@@ -60,7 +63,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       }
     }
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
-    (lock ++ recordLocks ++ reset).foreach { case (option, entry) =>
+    (lock ++ recordLocks ++ assignmentInterval ++ reset).foreach { case (option, entry) =>
       val op = new AlterConfigOp(entry, AlterConfigOp.OpType.SET)
       try {
         await(s"setting ${entry.name()} of share group '$group'",
@@ -239,6 +242,7 @@ private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
   val RecordLocksConfig = "share.partition.max.record.locks"
+  val AssignmentIntervalConfig = "share.assignment.interval.ms"
   /** Kafka's default for `group.share.partition.max.record.locks`. */
   val DefaultRecordLocksPerPartition = 2000
   /** Kafka's default for `group.share.record.lock.duration.ms`. */
