@@ -14,7 +14,8 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      options: the case share groups exist for; kafka-share with default settings (with more consumers
      than partitions, each consumer polls at most its even share of the group's lock limit), the same
      with the lock limit raised to 4000, and tuned to spread records over consumers in smaller polls
-     (`share.acquire.mode=record_limit`, `max.poll.records=250`);
+     (`share.acquire.mode=record_limit`, `max.poll.records=250`) and to assign the partition to each
+     consumer as it joins (`kafka.share.assignment.interval.ms=0`);
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
      with a 1 s trigger: the driver JVM's CPU use over 60 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each;
@@ -193,7 +194,14 @@ LOCK_LIMITS: dict[str, dict[str, str]] = {
 WORK_VARIANTS = (
     ("default", {}),
     ("default locks 4000", LOCK_LIMITS[" locks 4000"]),
-    ("tuned", {"kafka.share.acquire.mode": "record_limit", "kafka.max.poll.records": "250"}),
+    (
+        "tuned",
+        {
+            "kafka.share.acquire.mode": "record_limit",
+            "kafka.max.poll.records": "250",
+            "kafka.share.assignment.interval.ms": "0",
+        },
+    ),
 )
 
 

@@ -40,10 +40,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   /**
    * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms`,
    * `kafka.share.partition.max.record.locks` and `kafka.share.assignment.interval.ms` always, and
-   * `startingOffsets` only to a group that has
-   * not started reading yet (Kafka applies `share.auto.offset.reset` only when a share-partition is
-   * first initialized). Then starts the share-partitions of `partitions` the group has no state for
-   * ([[startNewPartitions]]).
+   * `startingOffsets` only to a group that has not started reading yet (Kafka applies
+   * `share.auto.offset.reset` only when a share-partition is first initialized). Then starts the
+   * share-partitions of `partitions` the group has no state for ([[startNewPartitions]]).
    */
   def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): Unit = {
     val states = partitionStates()
@@ -86,7 +85,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * offsets had been set first (Kafka 4.3.1; docs/benchmarks.md, "Joining the group").
    * Kafka alters a group's offsets only while the group has no members, so a member that joins
    * meanwhile cannot have its position moved. Anything Kafka refuses, and a `by_duration` reset, is
-   * left to Kafka's own initialization, as before.
+   * left to Kafka's own initialization.
    */
   private def startNewPartitions(partitions: Seq[TopicPartition], resetSet: Option[String]): Unit = {
     if (partitions.isEmpty) return
@@ -98,6 +97,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     }
     try {
       val starts = offsets(partitions.toSet, spec)
+      if (starts.isEmpty) return // their topics are gone
       await(s"starting share group '$group' at $reset",
         admin.alterShareGroupOffsets(group, starts.map { case (tp, o) => tp -> java.lang.Long.valueOf(o) }.asJava).all())
       logInfo(s"Share group '$group' starts ${starts.size} partitions at $reset: ${starts.toSeq.sortBy(_._1.toString).mkString(", ")}")
