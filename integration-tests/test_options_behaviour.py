@@ -146,6 +146,27 @@ def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_m
     assert kafka.group_config(group, "share.partition.max.record.locks") == "6000"
 
 
+def drain_by_task(
+    spark: SparkSession, topic: str, group: str, options: dict[str, str]
+) -> list[list[list[str]]]:
+    """Drains `topic` with Trigger.AvailableNow. Per batch with records, the values each of its tasks
+    read, leaving out tasks that read none (a task polls once, for its own consumer)."""
+    batches: list[list[list[str]]] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        values_read = batch.selectExpr("cast(value as string) v").rdd.map(lambda row: row.v)
+        per_task = values_read.mapPartitions(lambda task_values: [list(task_values)])
+        polled = [task for task in per_task.collect() if task]
+        if polled:
+            batches.append(polled)
+
+    df = share_stream(spark, topic, group, **options)
+    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    return batches
+
+
 def test_consumers_sharing_a_partition_each_poll_their_share_of_the_lock_limit_the_option_sets(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
@@ -153,27 +174,14 @@ def test_consumers_sharing_a_partition_each_poll_their_share_of_the_lock_limit_t
     with the option at 4000, where Kafka's default 2000 would give them 500."""
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, values(8000))
-    polls: list[int] = []  # records per task of each batch: one task polls once for its consumer
-    seen: list[str] = []
-
-    def sink(batch: DataFrame, _batch_id: int) -> None:
-        per_task = batch.selectExpr("cast(value as string) v").rdd.mapPartitions(lambda rows: [list(rows)])
-        for rows in per_task.collect():
-            if rows:
-                polls.append(len(rows))
-                seen.extend(row.v for row in rows)
-
     options = {
         "startingOffsets": "earliest",
         "kafka.share.parallelism": "4",
         "kafka.share.partition.max.record.locks": "4000",
     }
-    df = share_stream(spark, topic, group, **options)
-    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
-    assert query.awaitTermination(180)
-    assert query.exception() is None
-    assert sorted(seen) == values(8000)
-    assert 500 < max(polls) <= 1000, polls
+    polls = [task for batch in drain_by_task(spark, topic, group, options) for task in batch]
+    assert sorted(v for task in polls for v in task) == values(8000)
+    assert 500 < max(len(task) for task in polls) <= 1000, [len(task) for task in polls]
 
 
 def test_assignment_interval_zero_gives_every_consumer_of_a_new_query_records_in_its_first_round(
@@ -185,29 +193,16 @@ def test_assignment_interval_zero_gives_every_consumer_of_a_new_query_records_in
     join had it within the 1 s poll; the others got it about 2 s after joining."""
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, values(4000))
-    tasks_with_records: list[int] = []  # per batch with records: how many of its tasks had any
-    seen: list[str] = []
-
-    def sink(batch: DataFrame, _batch_id: int) -> None:
-        per_task = batch.selectExpr("cast(value as string) v").rdd.mapPartitions(lambda rows: [list(rows)])
-        polled = [rows for rows in per_task.collect() if rows]
-        if polled:
-            tasks_with_records.append(len(polled))
-            seen.extend(row.v for rows in polled for row in rows)
-
     options = {
         "startingOffsets": "earliest",
         "kafka.share.parallelism": "4",
         "pollTimeoutMs": "1000",
         "kafka.share.assignment.interval.ms": "0",
     }
-    df = share_stream(spark, topic, group, **options)
-    query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
-    assert query.awaitTermination(180)
-    assert query.exception() is None
-    assert sorted(seen) == values(4000)
+    batches = drain_by_task(spark, topic, group, options)
+    assert sorted(v for batch in batches for task in batch for v in task) == values(4000)
     assert kafka.group_config(group, "share.assignment.interval.ms") == "0"
-    assert tasks_with_records[0] == 4, tasks_with_records
+    assert len(batches[0]) == 4, [len(batch) for batch in batches]
 
 
 def test_a_group_config_the_broker_refuses_fails_the_query_at_start_naming_the_option(
