@@ -57,8 +57,8 @@ def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_
     from_default: list[str] = []
     running = collect_values(share_stream(spark, topic, group + "-default"), from_default)
     try:
-        # The group starts at the end of the topic as of its consumers' first fetch, which follows
-        # their assignment within moments (Kafka does not report an unread share-partition's state).
+        # The group starts at the end of the topic as of the query's start (the driver starts a new
+        # group's partitions); its consumers join in the first round, idle topic or not.
         def assigned() -> bool:
             members = kafka.group_state(group + "-default")["members"]
             return bool(members) and all(m["assignment"] for m in members)

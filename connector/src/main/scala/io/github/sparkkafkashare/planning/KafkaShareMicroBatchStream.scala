@@ -111,6 +111,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var recordsFlowing = false
   /** The last latestOffset offered no round. */
   private var offeredNothing = false
+  /** This run has offered a round that polls: its consumers have joined the group. */
+  private var offeredAPoll = false
   /** Spark asks again 10 ms after a trigger that ran no batch (its default trigger); read on the stream thread. */
   private lazy val triggersBackToBack = StreamingQueryTrigger.runsBackToBack(session)
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
@@ -144,9 +146,15 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
         if (offeredNothing && lastBacklog.exists(_ <= 0) && triggersBackToBack) waitForBacklogCheck()
-        if (lastRoundAcquired > 0 || checkBacklog(force = false).forall(_ > 0)) Some(true) else None
+        // A run's first round polls whatever the backlog, so that its consumers join the group and
+        // Kafka settles their assignment while the topic is idle. Joining when records arrive, the
+        // first consumer would be assigned every partition and acquire records of them, then lose
+        // some to the others a second or two later; Kafka's client fails the acknowledgements of a
+        // partition it no longer has, so those records would come back only when their locks expire.
+        if (!offeredAPoll || lastRoundAcquired > 0 || checkBacklog(force = false).forall(_ > 0)) Some(true) else None
     }
     offeredNothing = next.isEmpty
+    if (next.contains(true)) offeredAPoll = true
     next match {
       case Some(poll) =>
         offeredRounds(startRound + 1) = poll

@@ -6,7 +6,7 @@ import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.KafkaShareErrors
+import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaFuture, TopicPartition}
@@ -102,11 +102,15 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
         admin.alterShareGroupOffsets(group, starts.map { case (tp, o) => tp -> java.lang.Long.valueOf(o) }.asJava).all())
       logInfo(s"Share group '$group' starts ${starts.size} partitions at $reset: ${starts.toSeq.sortBy(_._1.toString).mkString(", ")}")
     } catch {
-      case e: ExecutionException =>
-        logInfo(s"Kafka initializes share group '$group' when its consumers join (it did not set the start offsets " +
-          s"now: ${e.getCause.getMessage})")
+      case e: ExecutionException => leftToKafka(e.getCause.getMessage)
+      // The first such call in a cluster creates Kafka's share-group state topic, which can take
+      // longer than a short `kafka.default.api.timeout.ms`; Kafka completes the call regardless.
+      case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => leftToKafka(e.getMessage)
     }
   }
+
+  private def leftToKafka(reason: String): Unit =
+    logInfo(s"Kafka initializes share group '$group' when its consumers join (the start offsets were not set now: $reason)")
 
   /**
    * The group settings that shape a query's rounds: whether members may renew record locks (RENEW,
