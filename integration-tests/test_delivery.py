@@ -231,8 +231,12 @@ def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at
         assert query.exception() is None
 
     try:
-        for _ in range(6):
+        # Six drains, and more (up to twelve) until one has ended with records fetched ahead: only
+        # some do (a third to a half here), as the stop must find a fetch its consumers made ahead.
+        for drains in range(1, 13):
             drain()
+            if drains >= 6 and any(count > 1 for _, count in seen):
+                break
     finally:
         done.set()
         producer.join()
