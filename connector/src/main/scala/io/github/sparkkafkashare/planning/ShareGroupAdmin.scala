@@ -89,7 +89,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    */
   private def startNewPartitions(partitions: Seq[TopicPartition], resetSet: Option[String]): Unit = {
     if (partitions.isEmpty) return
-    val reset = resetSet.orElse(groupConfig(AutoOffsetResetConfig)).getOrElse(DefaultAutoOffsetReset).toLowerCase(Locale.ROOT)
+    val reset = resetSet.orElse(groupConfigs().get(AutoOffsetResetConfig)).getOrElse(DefaultAutoOffsetReset).toLowerCase(Locale.ROOT)
     val spec = reset match {
       case "earliest" => OffsetSpec.earliest()
       case "latest" => OffsetSpec.latest()
@@ -124,8 +124,6 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
       recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
   }
-
-  private def groupConfig(name: String): Option[String] = groupConfigs().get(name)
 
   private def groupConfigs(): Map[String, String] = {
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
