@@ -159,20 +159,20 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 private[sparkkafkashare] object KafkaShareRows {
   def deliveryCount(r: ConsumerRecord[_, _]): Int = r.deliveryCount().orElse(1.toShort).toInt
 
-  /** Columns as in Spark's `kafka` source, plus deliveryCount. */
+  /** Columns as in Spark's `kafka` source, plus deliveryCount: one array a row, filled in place. */
   def toRow(r: ConsumerRecord[Array[Byte], Array[Byte]], includeHeaders: Boolean, deliveryCount: Int): InternalRow = {
-    val values = Array[Any](
-      r.key(),
-      r.value(),
-      UTF8String.fromString(r.topic()),
-      r.partition(),
-      r.offset(),
-      r.timestamp() * 1000L, // TimestampType is microseconds
-      r.timestampType().id)
-    val headers =
-      if (includeHeaders) {
-        Array[Any](new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any)))
-      } else Array.empty[Any]
-    new GenericInternalRow(values ++ headers :+ deliveryCount)
+    val columns = new Array[Any](if (includeHeaders) 9 else 8)
+    columns(0) = r.key()
+    columns(1) = r.value()
+    columns(2) = UTF8String.fromString(r.topic())
+    columns(3) = r.partition()
+    columns(4) = r.offset()
+    columns(5) = r.timestamp() * 1000L // TimestampType is microseconds
+    columns(6) = r.timestampType().id
+    if (includeHeaders) {
+      columns(7) = new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any))
+    }
+    columns(columns.length - 1) = deliveryCount
+    new GenericInternalRow(columns)
   }
 }

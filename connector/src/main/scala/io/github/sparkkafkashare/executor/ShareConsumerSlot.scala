@@ -149,16 +149,19 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     held match {
       case None => Settlement(0, 0, 0)
       case Some(records) => // possibly empty
-        val counts = records.records.asScala.groupMapReduce { r =>
-          val ackType = records.settlement(if (atHome) this.committedThrough else -1L, this.marks, r)
+        val committed = if (atHome) this.committedThrough else -1L
+        var accepted, released, rejected = 0
+        records.records.forEach { r =>
+          val ackType = records.settlement(committed, this.marks, r)
           consumer.acknowledge(r, ackType)
-          ackType
-        }(_ => 1)(_ + _)
+          ackType match {
+            case AcknowledgeType.ACCEPT => accepted += 1
+            case AcknowledgeType.RELEASE => released += 1
+            case _ => rejected += 1 // a settlement is ACCEPT, RELEASE or REJECT
+          }
+        }
         held = None
-        Settlement(
-          counts.getOrElse(AcknowledgeType.ACCEPT, 0),
-          counts.getOrElse(AcknowledgeType.RELEASE, 0),
-          counts.getOrElse(AcknowledgeType.REJECT, 0))
+        Settlement(accepted, released, rejected)
     }
   }
 
