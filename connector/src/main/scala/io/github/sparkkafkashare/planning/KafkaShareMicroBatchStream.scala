@@ -58,10 +58,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val (renewLocks, consumerConfig) = try {
     admin.checkShareGroupsEnabled()
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
-    admin.configureGroup(options, subscribed)
-    val limits = admin.groupLimits()
-    // The value just set, not one read back: another broker may not have the change yet.
-    val recordLocks = options.partitionMaxRecordLocks.getOrElse(limits.recordLocksPerPartition)
+    val limits = admin.configureGroup(options, subscribed)
+    val recordLocks = limits.recordLocksPerPartition
     val partitions = subscribed.size
     val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks)
     cap.foreach { n =>

@@ -42,10 +42,13 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * `kafka.share.partition.max.record.locks` and `kafka.share.assignment.interval.ms` always, and
    * `startingOffsets` only to a group that has not started reading yet (Kafka applies
    * `share.auto.offset.reset` only when a share-partition is first initialized). Then starts the
-   * share-partitions of `partitions` the group has no state for ([[startNewPartitions]]).
+   * share-partitions of `partitions` the group has no state for ([[startNewPartitions]]). Returns
+   * the limits that shape the query's rounds: the group's, with the values the options just set
+   * (not read back: another broker may not have the change yet).
    */
-  def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): Unit = {
+  def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): GroupLimits = {
     val states = partitionStates()
+    val configs = groupConfigs()
     val lock = options.lockTimeoutMs.map(ms =>
       (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
     val recordLocks = options.partitionMaxRecordLocks.map(n =>
@@ -72,8 +75,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       }
       logInfo(s"Set ${entry.name()}=${entry.value()} on share group '$group' (option '$option')")
     }
-    // The value just set, not one read back: another broker may not have the change yet.
-    startNewPartitions(partitions.filterNot(states.contains), reset.map(_._2.value()))
+    val resetInEffect = reset.map(_._2.value()).orElse(configs.get(AutoOffsetResetConfig))
+    startNewPartitions(partitions.filterNot(states.contains), resetInEffect)
+    GroupLimits(
+      renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
+      recordLocksPerPartition = options.partitionMaxRecordLocks
+        .orElse(configs.get(RecordLocksConfig).flatMap(_.toIntOption)).getOrElse(DefaultRecordLocksPerPartition))
   }
 
   /**
@@ -87,9 +94,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * meanwhile cannot have its position moved. Anything Kafka refuses, and a `by_duration` reset, is
    * left to Kafka's own initialization.
    */
-  private def startNewPartitions(partitions: Seq[TopicPartition], resetSet: Option[String]): Unit = {
+  private def startNewPartitions(partitions: Seq[TopicPartition], groupReset: Option[String]): Unit = {
     if (partitions.isEmpty) return
-    val reset = resetSet.orElse(groupConfigs().get(AutoOffsetResetConfig)).getOrElse(DefaultAutoOffsetReset).toLowerCase(Locale.ROOT)
+    val reset = groupReset.getOrElse(DefaultAutoOffsetReset).toLowerCase(Locale.ROOT)
     val spec = reset match {
       case "earliest" => OffsetSpec.earliest()
       case "latest" => OffsetSpec.latest()
@@ -111,19 +118,6 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
   private def leftToKafka(reason: String): Unit =
     logInfo(s"Kafka initializes share group '$group' when its consumers join (the start offsets were not set now: $reason)")
-
-  /**
-   * The group settings that shape a query's rounds: whether members may renew record locks (RENEW,
-   * `share.renew.acknowledge.enable`, Kafka 4.3; else yes), and how many records of one partition
-   * the group may hold unacknowledged (`share.partition.max.record.locks`, Kafka 4.3; else Kafka's
-   * default).
-   */
-  def groupLimits(): GroupLimits = {
-    val configs = groupConfigs()
-    GroupLimits(
-      renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-      recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition))
-  }
 
   private def groupConfigs(): Map[String, String] = {
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
@@ -266,8 +260,12 @@ private[sparkkafkashare] object ShareGroupAdmin {
 }
 
 /**
+ * The group settings that shape a query's rounds.
+ *
  * @param renewAllowed            whether members may renew the locks of records they hold
+ *                                (`share.renew.acknowledge.enable`, Kafka 4.3; else yes)
  * @param recordLocksPerPartition records of one partition the group may hold unacknowledged at once
+ *                                (`share.partition.max.record.locks`, Kafka 4.3; else Kafka's default)
  */
 private[sparkkafkashare] final case class GroupLimits(renewAllowed: Boolean, recordLocksPerPartition: Int)
 
