@@ -25,9 +25,9 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      stores (spark-hadoop-cloud's AbortableStreamBasedCheckpointFileManager).
   floor) what a micro-batch costs Spark whatever the source: Spark's `rate-micro-batch` source (4
      partitions, 8,000 rows a batch) into the `noop` sink for 30 s, with Spark's default checkpoint
-     file manager and with its FileSystem-based one; and the b) drain at parallelism 4 on 4 partitions
-     with the latter. A kafka-share batch holds at most the group's lock limit per partition, so this
-     cost bounds b.
+     file manager and with its FileSystem-based one; and the b) drains at parallelism 1, 2 and 4 with
+     the latter, at the default lock limit and at 10000. A kafka-share batch holds at most the group's
+     lock limit per partition, so this cost bounds b.
 
 Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
 planning, the offset log write (walCommit), running the batch (addBatch), the commit log write.
@@ -491,9 +491,16 @@ def main() -> None:
         measured = [spark_batch_floor(spark, "default")]
         spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_MANAGER)
         measured.append(spark_batch_floor(spark, "FileSystem-based"))
-        scenario = "b) kafka-share P=4, FileSystem-based checkpoint manager"
-        share = kafka_share(spark, scenario, topic_4p, 4, args.records)
-        measured.append(share | {"partitions": 4, "variant": "FileSystem-based checkpoint manager"})
+        # b) again with that manager, at Kafka's default lock limit and at the most Kafka allows: the
+        # two tunings together (on the 4-partition topic only, without the ab section).
+        for partitions, topic in (topics or {4: topic_4p}).items():
+            for consumers in (1, 2, 4):
+                for variant in ("", " locks 10000"):
+                    scenario = f"b) kafka-share{variant} P={consumers}, FileSystem-based checkpoint manager"
+                    options = LOCK_LIMITS[variant]
+                    share = kafka_share(spark, scenario, topic, consumers, args.records, 0, options)
+                    manager_variant = f"{variant.strip() or 'default'}, FileSystem-based checkpoint manager"
+                    measured.append(share | {"partitions": partitions, "variant": manager_variant})
         spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
         results += measured
         print(json.dumps(measured), flush=True)
