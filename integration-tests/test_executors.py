@@ -93,3 +93,36 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     assert set(duplicated) <= redelivered
     assert all(n == 2 for n in duplicated.values())
     assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic()
+    expected = values(2_000)
+    kafka.produce(topic, expected, key=str)
+
+    # The first batch with records is read again while the executor that read it is busy, as a
+    # foreachBatch with two actions may be (or a stage re-run after an executor died): the read runs
+    # on the other executor, whose consumer, without a records log, acquires records of its own. The
+    # sink writes the first read. Neither consumer may ACCEPT what it holds: the sink has only one
+    # read, and a later action could have had the other.
+    job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "1", "--max-records-per-trigger", "200")
+    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(len(expected)))
+    assert run_drain_job(topic, group, tmp_path, *job, *again) == 0
+
+    reads = json.loads((tmp_path / "out" / "second-evaluation.json").read_text())
+    first, second = reads["first"], reads["second"]
+    assert second["executors"], reads
+    assert not set(second["executors"]) & set(first["executors"]), reads
+    assert second["values"]
+    assert not set(second["values"]) & set(first["values"]), "the second read should have polled anew"
+    rows = drained_rows(tmp_path)
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
+    read_all = (tmp_path / "out" / "read-all.txt").read_text()
+    assert read_all == "True", f"{len(lost)} records never reached the sink"
+    assert not lost
+    # Both reads' records come back: the first read's once more (the sink has them), the second's
+    # for the first time.
+    assert set(duplicated) <= set(first["values"])
+    assert kafka.unfinished(group, topic) == 0

@@ -7,6 +7,7 @@ import collections
 import time
 from typing import Any
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_kafka_share import (
@@ -20,6 +21,9 @@ from spark_kafka_share import (
 from conftest import KafkaCluster, share_stream, source_metrics, values, wait_until
 
 EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
+# Released records come back under every strategy: the ones that log rounds must not drop them as
+# duplicates of the batch that released them.
+STRATEGIES = pytest.mark.parametrize("strategy", ["none", "checkpoint-dedup", "two-phase-commit"])
 
 
 def run_until(
@@ -46,8 +50,9 @@ def acknowledged(metrics: dict[str, str]) -> int:
     return int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
 
 
+@STRATEGIES
 def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_ones_never(
-    spark: SparkSession, kafka: KafkaCluster, group: str
+    spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str
 ) -> None:
     topic = kafka.new_topic(partitions=2)
     expected = values(300)
@@ -67,9 +72,8 @@ def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_on
         return len(seen) >= len(expected) + len(to_release) and acknowledged(metrics) >= len(expected)
 
     # Runs 3 s on: a rejected record that came back would arrive within a few rounds.
-    metrics = run_until(
-        share_stream(spark, topic, group, **EXPLICIT), sink, done, 120, "released records returned", then_s=3
-    )
+    stream = share_stream(spark, topic, group, **EXPLICIT, **{"kafka.share.exactly.once.strategy": strategy})
+    metrics = run_until(stream, sink, done, 120, "released records returned", then_s=3)
 
     deliveries = collections.defaultdict(list)
     for value, count in seen:
@@ -182,8 +186,9 @@ def test_a_batch_evaluated_twice_has_the_same_records(
     assert kafka.unfinished(group, topic) == 0
 
 
+@STRATEGIES
 def test_a_poison_record_is_retried_then_dead_lettered_while_every_other_record_is_processed(
-    spark: SparkSession, kafka: KafkaCluster, group: str
+    spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str
 ) -> None:
     topic = kafka.new_topic(partitions=2)
     dead_letters = kafka.new_topic()
@@ -203,7 +208,7 @@ def test_a_poison_record_is_retried_then_dead_lettered_while_every_other_record_
         parked.append(release_or_dead_letter(batch, failed, max_deliveries=3, dead_letter_topic=dead_letters))
 
     run_until(
-        share_stream(spark, topic, group, **EXPLICIT),
+        share_stream(spark, topic, group, **EXPLICIT, **{"kafka.share.exactly.once.strategy": strategy}),
         sink,
         lambda m: sum(parked) == 1 and acknowledged(m) >= len(expected),
         120,

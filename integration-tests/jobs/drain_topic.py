@@ -12,6 +12,10 @@ the sink.
 retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
 of its tasks (run with local-cluster[...]).
 
+`--evaluate-again-elsewhere` reads the first batch with records a second time (as a foreachBatch
+with two actions would) while the executor that read it is busy, so that Spark runs the read on
+another executor; the sink writes the first read.
+
 `--slow-batch-s` makes the first batch with records outlive the acquisition lock (given with
 `--lock-timeout-ms`); `--pause-jvm-s` stops the JVM between two reads of that batch, so that the
 locks expire unrenewed.
@@ -48,6 +52,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -99,10 +104,17 @@ parser.add_argument(
     help="from the first batch with records, a job of its own keeps one executor's only core busy this long",
 )
 parser.add_argument(
+    "--evaluate-again-elsewhere",
+    action="store_true",
+    help="the first batch with records is read again while the executor that read it is kept busy (run "
+    "with local-cluster[N,1,...] and --parallelism 1); the sink writes only the first read",
+)
+parser.add_argument(
     "--stop-once-read",
     type=int,
     metavar="N",
-    help="with --occupy-executor-s: run with the default trigger until the sink has read N distinct values",
+    help="run with the default trigger until the sink has read N distinct values (or --occupy-executor-s, "
+    "else 120 s, passed)",
 )
 args = parser.parse_args()
 out = Path(args.out)
@@ -181,21 +193,28 @@ def with_fault(value: str) -> str:
     return value
 
 
-def occupy(_: int) -> None:
-    """On an executor: the first task to get here keeps its executor's core busy; others end at once."""
-    if first_time("occupied-executor"):
-        (out / "occupied-executor").write_text(str(executor_jvm_pid()))
-        time.sleep(args.occupy_executor_s)
+def occupy(executor: int | None, seconds: float) -> Callable[[int], None]:
+    """A task that keeps its executor's core busy if it is the first to get here (on `executor`, the
+    JVM with that pid, when given); the others end at once."""
+
+    def task(_: int) -> None:
+        if executor in (None, executor_jvm_pid()) and first_time("occupied-executor"):
+            (out / "occupied-executor").write_text(str(executor_jvm_pid()))
+            time.sleep(seconds)
+
+    return task
 
 
-def occupy_an_executor() -> None:
-    """Starts the occupying job (one task per executor, all cores free), and returns once it runs."""
+def occupy_an_executor(executor: int | None = None, seconds: float = 0) -> None:
+    """Starts the occupying job (all cores free: its tasks spread over the executors, and it runs again
+    until one is on `executor`), and returns once it runs."""
     sc = spark.sparkContext
 
     def run() -> None:
         sc.setJobGroup("occupy-executor", "keeps one executor busy", interruptOnCancel=True)
         with contextlib.suppress(Exception):  # cancelled when the query stops
-            sc.parallelize(range(2), 2).foreach(occupy)
+            while not (out / "occupied-executor").exists():
+                sc.parallelize(range(4), 4).foreach(occupy(executor, seconds or args.occupy_executor_s))
 
     threading.Thread(target=run, daemon=True).start()
     deadline = time.monotonic() + 60
@@ -203,6 +222,26 @@ def occupy_an_executor() -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the occupying job did not start within 60 s")
         time.sleep(0.1)
+
+
+@F.udf("int")
+def executor_pid() -> int:
+    return executor_jvm_pid()
+
+
+def evaluate_again_elsewhere(batch: DataFrame, first_read: list[str]) -> None:
+    """Reads `batch` again while the executor whose consumer read it is busy: after its locality wait
+    Spark runs the slot's task on another executor. Writes both reads' executors and values to
+    `<out>/second-evaluation.json`."""
+    (first_executor,) = {r.pid for r in batch.select(executor_pid().alias("pid")).distinct().collect()}
+    occupy_an_executor(first_executor, seconds=120)
+    second = batch.select(F.col("value").cast("string").alias("v"), executor_pid().alias("pid")).collect()
+    spark.sparkContext.cancelJobGroup("occupy-executor")
+    evaluations = {
+        "first": {"executors": [first_executor], "values": first_read},
+        "second": {"executors": sorted({r.pid for r in second}), "values": [r.v for r in second]},
+    }
+    (out / "second-evaluation.json").write_text(json.dumps(evaluations))
 
 
 def upsert(batch: DataFrame) -> None:
@@ -255,6 +294,8 @@ def sink(batch: DataFrame, batch_id: int) -> None:
         return
     columns = ["cast(value as string) value", "deliveryCount"]
     rows = [[r.value, r.deliveryCount] for r in batch.selectExpr(*columns).collect()]
+    if args.evaluate_again_elsewhere and rows and first_time("evaluated-again"):
+        evaluate_again_elsewhere(batch, [value for value, _ in rows])
     if args.slow_batch_s and rows and first_time("slow-batch"):
         time.sleep(args.slow_batch_s)
     target.write_text(json.dumps(rows))
@@ -292,7 +333,7 @@ if args.stop_once_read:
     query = writer.start()
     started = time.monotonic()
     while len(read_values) < args.stop_once_read and query.isActive:
-        if args.occupy_executor_s and time.monotonic() - started > args.occupy_executor_s:
+        if time.monotonic() - started > (args.occupy_executor_s or 120):
             break
         time.sleep(0.2)
     (out / "read-all.txt").write_text(str(len(read_values) >= args.stop_once_read))

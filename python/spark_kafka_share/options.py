@@ -51,9 +51,10 @@ class ExactlyOnceStrategy(str, Enum):
     IDEMPOTENT = "idempotent"
     """At-least-once, for sinks that upsert on the record's (topic, partition, offset)."""
     CHECKPOINT_DEDUP = "checkpoint-dedup"
-    """The checkpoint remembers delivered records and drops their redelivery."""
+    """The checkpoint remembers delivered records and drops their redelivery (not with spark.speculation)."""
     TWO_PHASE_COMMIT = "two-phase-commit"
-    """Exactly once with a sink idempotent per batch id: a re-run batch reads the same records."""
+    """Exactly once with a sink idempotent per batch id: a re-run batch reads the same records (not with
+    spark.speculation)."""
 
 
 # Options of the source itself that start with "kafka."; as kafka_options keys they are mistakes.
@@ -169,7 +170,8 @@ class KafkaShareOptions:
     poll_timeout_ms: int | None = None
     starting_offsets: str | datetime.timedelta | None = None
     fetch_offset_num_retries: int | None = None
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    # Left out of repr(): a logged or printed options object must not show credentials.
+    kafka_options: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def to_options(self) -> dict[str, str]:
         """The plain option map, for ``spark.readStream.format("kafka-share").options(**map)``.

@@ -128,3 +128,12 @@ def test_options_are_immutable() -> None:
     options = KafkaShareOptions(**VALID)
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.group_id = "other"  # type: ignore[misc]
+
+
+def test_repr_leaves_out_kafka_settings_which_may_hold_secrets() -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="s3cret";'
+    secret = {"sasl.jaas.config": jaas}
+    options = KafkaShareOptions("localhost:9092", "g", subscribe="t", kafka_options=secret)
+    assert "s3cret" not in repr(options)
+    assert "s3cret" not in str(options)
+    assert options.to_options()["kafka.sasl.jaas.config"] == jaas  # still passed to the source

@@ -4,7 +4,7 @@ import java.util.Locale
 
 import io.github.sparkkafkashare.acknowledgements.{DeadLetters, RecordCoordinates}
 import io.github.sparkkafkashare.options.{AcknowledgmentMode, KafkaShareSourceOptions}
-import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareMicroBatchStream}
+import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareMicroBatchStream, KafkaShareReplayPartition}
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.{classic, DataFrame, Row}
@@ -125,7 +125,7 @@ object KafkaShareAcknowledgements {
    */
   private def shareBatch(batch: DataFrame): (KafkaShareMicroBatchStream, Long) = {
     val runsAndRounds = batch match {
-      case ds: classic.Dataset[_] => inputPartitions(ds.queryExecution.toRdd).map(p => (p.runId, p.round)).distinct
+      case ds: classic.Dataset[_] => shareRounds(ds.queryExecution.toRdd).distinct
       case _ => Nil
     }
     runsAndRounds match {
@@ -135,10 +135,14 @@ object KafkaShareAcknowledgements {
     }
   }
 
-  private def inputPartitions(rdd: RDD[_]): Seq[KafkaShareInputPartition] = {
+  /** The (run, round) of each kafka-share input partition in `rdd`'s lineage: a round's tasks, or a re-run batch's read-back. */
+  private def shareRounds(rdd: RDD[_]): Seq[(String, Long)] = {
     val own = rdd.partitions.toSeq.collect {
-      case p: DataSourceRDDPartition => p.inputPartition.collect { case k: KafkaShareInputPartition => k }
+      case p: DataSourceRDDPartition => p.inputPartition.collect {
+        case k: KafkaShareInputPartition => (k.runId, k.round)
+        case k: KafkaShareReplayPartition => (k.runId, k.round)
+      }
     }.flatten
-    own ++ rdd.dependencies.flatMap(d => inputPartitions(d.rdd))
+    own ++ rdd.dependencies.flatMap(d => shareRounds(d.rdd))
   }
 }

@@ -32,7 +32,9 @@ class KafkaShareSourceProvider extends TableProvider with DataSourceRegister wit
 
   override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
     val options = KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(properties))
-    KafkaShareSparkConf.consumerCacheTimeout(SparkSession.active.sparkContext.getConf) // read on executors: fail here instead
+    val conf = SparkSession.active.sparkContext.getConf
+    KafkaShareSparkConf.consumerCacheTimeout(conf) // read on executors: fail here instead
+    KafkaShareSparkConf.checkSpeculation(conf, options)
     new KafkaShareTable(options)
   }
 

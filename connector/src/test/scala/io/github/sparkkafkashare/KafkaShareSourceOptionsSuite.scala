@@ -111,6 +111,20 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     }
   }
 
+  test("the strategies that log rounds refuse speculative execution; the others run with it") {
+    val speculating = new SparkConf(false).set(KafkaShareSparkConf.Speculation, "true")
+    Seq("checkpoint-dedup", "two-phase-commit").foreach { strategy =>
+      val options = parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy))
+      KafkaShareSparkConf.checkSpeculation(new SparkConf(false), options)
+      val e = intercept[KafkaShareIllegalArgumentException](KafkaShareSparkConf.checkSpeculation(speculating, options))
+      assert(e.getCondition == "KAFKA_SHARE_CONFLICTING_OPTIONS" && e.getMessage.contains("spark.speculation=false") &&
+        e.getMessage.contains(s"'$strategy'"))
+    }
+    Seq("none", "idempotent").foreach { strategy =>
+      KafkaShareSparkConf.checkSpeculation(speculating, parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy)))
+    }
+  }
+
   test("share consumers always run in explicit mode, poll up to 10,000 records unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
     val o = parse(required ++ Map("maxRecordsPerTrigger" -> "1001", "kafka.fetch.max.bytes" -> "1048576"))
     val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef", sharedPartitionCap = None)

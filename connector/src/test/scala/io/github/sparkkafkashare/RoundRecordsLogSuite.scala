@@ -21,7 +21,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2)))
     log.write(3, 1, Seq(record(1, 5)))
     log.write(3, 1, Seq(record(1, 6))) // a retried task replaces its failed attempt's file
-    assert(log.slotFiles().keySet == Set(3L))
+    assert(log.rounds().keySet == Set(3L))
     assert(log.read(3) == Map(0 -> Seq(record(0, 10), record(0, 11, deliveryCount = 2)), 1 -> Seq(record(1, 6))))
     assert(log.read(4).isEmpty)
   }
@@ -41,7 +41,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(2, 0, Seq(record(0, 3), record(1, 7)))
     log.write(3, 0, Seq(record(0, 9)))
     val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L))
-    assert(log.slotFiles().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
+    assert(log.rounds().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
   }
 
@@ -55,6 +55,24 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(index.handedOver(3, slot = 0, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)), Set.empty))
     log.delete(1)
     assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 2)))
+  }
+
+  test("records user code released from a round's batch are not duplicates when they come back") {
+    val log = newLog()
+    val index = new DeliveredRecordsIndex(log)
+    log.write(1, 0, Seq(record(0, 1), record(0, 2), record(0, 3)))
+    log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2)))
+    log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3))) // marked again: replaces
+    assert(log.read(1) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)))) // a replay still reads them all
+    val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
+    assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
+    // Handed to Spark again in round 2 and not released: a later redelivery is a duplicate.
+    log.write(2, 0, Seq(record(0, 2, deliveryCount = 2)))
+    assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds ==
+      Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
+    log.writeReleased(4, Seq(RecordCoordinates("t", 0, 9)))
+    log.writeReleased(4, Nil) // marked again without a release: no file left
+    assert(log.rounds().get(4).forall(_.released.isEmpty))
   }
 
   test("the index finds what other slots logged for the same round, not what this slot logged") {
@@ -92,7 +110,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(6, 0, Seq(record(0, 1)))
     val roundDir = new java.io.File(log.dir, "6")
     Files.writeString(new java.io.File(roundDir, ".1.json.1234.tmp").toPath, "{\"records\": [[") // a task died here
-    assert(log.slotFiles().map { case (round, slots) => round -> slots.keySet } == Map(6L -> Set(0)))
+    assert(log.rounds().map { case (round, files) => round -> files.slots.keySet } == Map(6L -> Set(0)))
     assert(log.read(6) == Map(0 -> Seq(record(0, 1))) && log.read(6, 1).isEmpty)
   }
 }

@@ -16,6 +16,9 @@ import org.apache.spark.util.SerializableConfiguration
 /** A record a round handed to Spark, with the delivery count it had then. */
 private[sparkkafkashare] final case class LoggedRecord(coordinates: RecordCoordinates, deliveryCount: Int)
 
+/** A round's files in the log: each slot's, and the one of records user code RELEASEd, if any. */
+private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, FileStatus], released: Option[FileStatus])
+
 /**
  * The coordinates of the records each round handed to Spark, one file per slot under
  * `<checkpoint>/sources/<n>/kafka-share-rounds/<round>/<slot>.json`, for the `checkpoint-dedup` and
@@ -27,6 +30,10 @@ private[sparkkafkashare] final case class LoggedRecord(coordinates: RecordCoordi
  * batch's records back by their coordinates. A failed attempt's file is replaced by the next
  * attempt's, so records a failed attempt released are not remembered.
  *
+ * In explicit mode the driver also writes `<round>/released.json`, the records user code RELEASEd
+ * from the round's batch, before the batch can commit: they were handed to Spark, but the user asked
+ * for them again, so their redelivery is not a duplicate.
+ *
  * Files are small: a round holds at most what the consumers acquired in it, and the driver deletes
  * files whose records all lie below their share-partition start offset (never delivered again).
  *
@@ -35,6 +42,7 @@ private[sparkkafkashare] final case class LoggedRecord(coordinates: RecordCoordi
  */
 private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf: SerializableConfiguration)
   extends Serializable {
+  import RoundRecordsLog.{ReleasedFileName, ReleasedMark}
 
   @transient private lazy val root = new Path(dir)
   @transient private lazy val fs: FileSystem = root.getFileSystem(hadoopConf.value)
@@ -46,16 +54,26 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   @transient private lazy val filesAppearWhole = fs.hasPathCapability(root, CommonPathCapabilities.ABORTABLE_STREAM)
 
   /** Replaces the slot's file for `round` with `records`, so that readers never see part of it. */
-  def write(round: Long, slot: Int, records: Seq[LoggedRecord]): Unit = {
-    val target = slotFile(round, slot)
-    val json = RoundRecordsLog.toJson(records).getBytes(UTF_8)
+  def write(round: Long, slot: Int, records: Seq[LoggedRecord]): Unit =
+    replace(slotFile(round, slot), RoundRecordsLog.toJson(records))
+
+  /**
+   * Replaces the records user code RELEASEd from `round`'s batch with `released` (none: removes the
+   * file). Marks made again when a failed batch runs again replace the first run's.
+   */
+  def writeReleased(round: Long, released: Seq[RecordCoordinates]): Unit =
+    if (released.isEmpty) fs.delete(releasedFile(round), false)
+    else replace(releasedFile(round), RoundRecordsLog.toJson(released.map(LoggedRecord(_, ReleasedMark))))
+
+  private def replace(target: Path, content: String): Unit = {
+    val json = content.getBytes(UTF_8)
     if (filesAppearWhole) {
       // S3A's "performance" create skips probing the path for a directory: the log never makes one there.
       val out = fs.createFile(target).overwrite(true).opt("fs.s3a.create.performance", true).build()
       try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
       out.close()
     } else {
-      val temporary = new Path(target.getParent, s".$slot.json.${UUID.randomUUID()}.tmp")
+      val temporary = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
       val out = fs.create(temporary, true)
       try out.write(json) finally out.close()
       if (fs.exists(target)) fs.delete(target, false)
@@ -64,31 +82,32 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   }
 
   /**
-   * Every slot file in the log, by round and slot. Where files appear whole, one recursive listing
+   * Every round's files in the log. Where files appear whole, one recursive listing
    * (on an object store, one request while the log is small). Elsewhere files are renamed into
    * place and a retried task's file replaced, so a file can vanish while it is listed: there the log
    * is listed round by round, which skips such files (a recursive listing of the local file system
    * fails on them).
    */
-  def slotFiles(): Map[Long, Map[Int, FileStatus]] =
+  def rounds(): Map[Long, RoundFiles] =
     try {
       val files =
         if (filesAppearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
         else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
-      val bySlot = for {
-        file <- files
-        round <- file.getPath.getParent.getName.toLongOption
-        slot <- Some(file.getPath.getName).filter(_.endsWith(".json")).flatMap(_.stripSuffix(".json").toIntOption)
-      } yield (round, slot, file)
-      bySlot.groupBy(_._1).map { case (round, files) => round -> files.map(f => f._2 -> f._3).toMap }
+      files.flatMap(f => f.getPath.getParent.getName.toLongOption.map(_ -> f)).groupBy(_._1).map { case (round, listed) =>
+        val named = listed.map { case (_, f) => f.getPath.getName -> f }.toMap
+        val slots = named.collect { case (name, f) if name.endsWith(".json") && !name.startsWith(".") =>
+          name.stripSuffix(".json").toIntOption.map(_ -> f)
+        }.flatten.toMap
+        round -> RoundFiles(slots, named.get(ReleasedFileName))
+      }
     } catch {
       // Nothing logged yet, or a round was deleted while it was being listed: then list again.
-      case _: FileNotFoundException => if (fs.exists(root)) slotFiles() else Map.empty
+      case _: FileNotFoundException => if (fs.exists(root)) rounds() else Map.empty
     }
 
   /** The records of each slot that wrote a file for `round`. */
   def read(round: Long): Map[Int, Seq[LoggedRecord]] =
-    slotFiles().getOrElse(round, Map.empty).map { case (slot, file) => slot -> readFile(file) }
+    rounds().get(round).fold(Map.empty[Int, Seq[LoggedRecord]])(_.slots.map { case (slot, file) => slot -> readFile(file) })
 
   /** The records the slot logged for `round`, if it wrote a file. */
   def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
@@ -97,6 +116,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   def contains(round: Long, slot: Int): Boolean = fs.exists(slotFile(round, slot))
 
   private def slotFile(round: Long, slot: Int) = new Path(new Path(root, round.toString), s"$slot.json")
+  private def releasedFile(round: Long) = new Path(new Path(root, round.toString), ReleasedFileName)
 
   /** Reads a listed file (handing its status over spares an object store a request for it). */
   private[acknowledgements] def readFile(file: FileStatus): Seq[LoggedRecord] =
@@ -113,8 +133,8 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    * start offset; returns how many records the log still remembers.
    */
   def prune(through: Long, startOffsets: Map[TopicPartition, Long]): Long =
-    slotFiles().filter(_._1 <= through).map { case (round, files) =>
-      val live = files.values.flatMap(readFile).count { r =>
+    rounds().filter(_._1 <= through).map { case (round, files) =>
+      val live = files.slots.values.flatMap(readFile).count { r =>
         startOffsets.get(new TopicPartition(r.coordinates.topic, r.coordinates.partition)).forall(r.coordinates.offset >= _)
       }
       if (live == 0) delete(round)
@@ -124,6 +144,9 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
 private[sparkkafkashare] object RoundRecordsLog {
   private val mapper = new ObjectMapper()
+  private val ReleasedFileName = "released.json"
+  /** The delivery count written for released records: the driver's marks do not carry it. */
+  private val ReleasedMark = 0
 
   /** `{"records": [[topic, partition, offset, deliveryCount], ...]}` */
   def toJson(records: Seq[LoggedRecord]): String = mapper.writeValueAsString(Map("records" -> records.map { r =>
@@ -146,7 +169,8 @@ private[sparkkafkashare] final case class HandedOver(
 
 /**
  * An executor's view of the log, to drop redeliveries of records that an earlier round (or another
- * slot in the same round) already handed to Spark. Each check lists the log once; it reads the
+ * slot in the same round) already handed to Spark, unless user code RELEASEd them from that round's
+ * batch (explicit mode: it asked for them again). Each check lists the log once; it reads the
  * earlier rounds it has not read yet (rounds already read are kept, and forgotten once pruned from
  * the log) and, afresh, the other slots' files of the slot's own round, which are still being written.
  */
@@ -161,20 +185,25 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   def handedOver(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): HandedOver =
     if (candidates.isEmpty) HandedOver(Set.empty, Set.empty)
     else {
-      val files = log.slotFiles()
+      val files = log.rounds()
       val earlier = deliveredBefore(round, files, candidates)
-      val others = files.getOrElse(round, Map.empty).collect { case (other, file) if other != slot => log.readFile(file) }
+      val others = files.get(round).toSeq.flatMap(_.slots.collect { case (other, file) if other != slot => log.readFile(file) })
         .flatten.map(_.coordinates).toSet
       HandedOver(earlier, candidates.filter(others.contains).toSet -- earlier)
     }
 
   private def deliveredBefore(
       round: Long,
-      files: Map[Long, Map[Int, FileStatus]],
+      files: Map[Long, RoundFiles],
       candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] = synchronized {
     val logged = files.filter(_._1 < round)
+    // A round's released file is written before its batch commits, so before any later round reads it.
+    def handedToSpark(round: RoundFiles): Set[RecordCoordinates] = {
+      def coordinates(files: Iterable[FileStatus]) = files.flatMap(log.readFile).map(_.coordinates).toSet
+      coordinates(round.slots.values) -- coordinates(round.released)
+    }
     byRound = byRound.filter { case (r, _) => logged.contains(r) } ++ logged.collect {
-      case (r, slots) if !byRound.contains(r) => r -> slots.values.flatMap(log.readFile).map(_.coordinates).toSet
+      case (r, files) if !byRound.contains(r) => r -> handedToSpark(files)
     }
     candidates.filter(c => byRound.valuesIterator.exists(_.contains(c))).toSet
   }

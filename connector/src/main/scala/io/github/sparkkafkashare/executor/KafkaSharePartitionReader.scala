@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
-import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations}
+import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations, SlotRead}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.kafkashare.ExecutorLocality
@@ -88,7 +88,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     }
     context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
     val here = ExecutorLocality.currentExecutor()
-    slotLocations.add(partition.slot -> here)
+    slotLocations.add(SlotRead(partition.slot, partition.round, here))
     slot.heldFor(partition.round) match {
       // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records.
       case Some(held) =>

@@ -34,7 +34,7 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
 
   private val rows: Iterator[InternalRow] = {
     val wanted = records.map(_.coordinates)
-    val found = readBack(wanted.toSet)
+    val found = if (wanted.isEmpty) Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] else readBack(wanted.toSet)
     val missing = wanted.filterNot(found.contains)
     if (missing.nonEmpty) {
       throw KafkaShareErrors.replayRecordsGone(round, missing.sortBy(c => (c.topic, c.partition, c.offset))

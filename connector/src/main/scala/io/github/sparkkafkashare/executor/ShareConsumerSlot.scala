@@ -314,10 +314,14 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       .map(RecordCoordinates.of).toSet
     val back = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](expected.size)
     val deadline = System.nanoTime() + RenewTimeout.toNanos
-    // The client hands renewed records back from its own buffer, normally to the first poll.
+    // The client hands renewed records back from its own buffer, normally to the first poll. Only
+    // one poll may return records: in explicit mode the next would fail until they are acknowledged,
+    // which waits for their batch. Any not back by then count as not renewed.
     var wait = Duration.ZERO
-    while (back.size < expected.size && System.nanoTime() < deadline) {
+    var returned = expected.isEmpty
+    while (!returned && System.nanoTime() < deadline) {
       consumer.poll(wait).forEach { r =>
+        returned = true
         if (expected.contains(RecordCoordinates.of(r))) back.add(r)
         // Fetched, not renewed: nothing can take it now, and the next poll needs it acknowledged.
         else consumer.acknowledge(r, AcknowledgeType.RELEASE)

@@ -56,6 +56,7 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
  * read back by coordinates so the re-run batch holds exactly the same records.
  */
 private[sparkkafkashare] final case class KafkaShareReplayPartition(
+    runId: String,
     round: Long,
     slot: Int,
     records: Seq[LoggedRecord],

@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
-import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, RecordCoordinates, RoundRecordsLog}
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
@@ -207,14 +207,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     // partition is taken), so waiting rarely brings it records: it should not hold the round long.
     val pollTimeoutMs = if (recordsFlowing) math.min(options.pollTimeoutMs, FlowingPollTimeoutMs) else options.pollTimeoutMs
     val executors = ExecutorLocality.sortedExecutors()
-    val known = slotLocations.value
+    val known = slotLocations.homes
     val partitions = (0 until parallelism).map { slot =>
       // Stay where the slot's consumer is while that executor lives; otherwise spread slots evenly.
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
       val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough),
         known, poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location)
-      partition.currentLocation = () => slotLocations.value.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
+      partition.currentLocation = () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
@@ -224,12 +224,17 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     PlannedRound(round, counters.acquired.value, roundStart, partitions)
   }
 
-  /** The records each slot logged for `round` in the run that first ran it, read back by coordinates. */
+  /**
+   * The records each slot logged for `round` in the run that first ran it, read back by coordinates.
+   * At least one partition, even with nothing logged, so that explicit acknowledgements can tell the
+   * batch's run from its partitions.
+   */
   private def replayPartitions(round: Long): Array[InputPartition] = {
     val logged = recordsLog.map(_.read(round)).getOrElse(Map.empty)
     logInfo(s"Two-phase commit: round $round is re-run with the ${logged.values.map(_.size).sum} records it logged.")
-    logged.toSeq.sortBy(_._1).map { case (slot, records) =>
-      KafkaShareReplayPartition(round, slot, records, consumerConfig, options.includeHeaders): InputPartition
+    val slots = if (logged.isEmpty) Map(0 -> Seq.empty[LoggedRecord]) else logged
+    slots.toSeq.sortBy(_._1).map { case (slot, records) =>
+      KafkaShareReplayPartition(runId, round, slot, records, consumerConfig, options.includeHeaders): InputPartition
     }.toArray
   }
 
@@ -240,7 +245,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
     roundOfBatch.filterInPlace { case (_, round) => round >= committedRound } // stop() needs no older ones
     marksByRound.keySet().removeIf(_ < committedRound) // slots have settled older rounds
-    QueryRunRegistry.publish(runId, RunState(committedRound, slotLocations.value))
+    QueryRunRegistry.publish(runId, RunState(committedRound, slotLocations.homes))
     pruneRecordsLog()
   }
 
@@ -258,10 +263,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   /**
    * Explicit mode: user code's acknowledgements for records of `round`, applied by the slots when
-   * the round is committed. Later marks of the same record replace earlier ones.
+   * the round is committed. Later marks of the same record replace earlier ones. With a records log,
+   * the RELEASEd records are logged before the batch can commit, so that the duplicate check lets
+   * them through when the group delivers them again, as the user asked.
    */
-  def recordMarks(round: Long, marks: Map[RecordCoordinates, AcknowledgeType]): Unit =
-    marksByRound.merge(round, AcknowledgementMarks(round, marks), (a, b) => AcknowledgementMarks(round, a.marks ++ b.marks))
+  def recordMarks(round: Long, marks: Map[RecordCoordinates, AcknowledgeType]): Unit = {
+    val merged = marksByRound.merge(round, AcknowledgementMarks(round, marks), (a, b) => AcknowledgementMarks(round, a.marks ++ b.marks))
+    recordsLog.foreach(_.writeReleased(round, merged.marks.collect { case (r, AcknowledgeType.RELEASE) => r }.toSeq))
+  }
 
   private def marks(committedThrough: Long): AcknowledgementMarks =
     Option(marksByRound.get(committedThrough)).getOrElse(AcknowledgementMarks.None)
@@ -308,7 +317,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val committedThrough = math.max(committedRound, lastCommittedBatch().flatMap(roundOfBatch.get).getOrElse(-1L))
     runs.remove(runId)
     DeliveredRecordsIndex.forget(runId)
-    try ConsumerCloser.closeRun(session, runId, slotLocations.value, committedThrough, marks(committedThrough))
+    try ConsumerCloser.closeRun(session, runId, slotLocations.homes, committedThrough, marks(committedThrough))
     finally {
       QueryRunRegistry.forget(runId) // after the closer: until then, executors' janitors see the run as running
       admin.close()

@@ -2,19 +2,48 @@ package io.github.sparkkafkashare.planning
 
 import org.apache.spark.util.AccumulatorV2
 
+/** A task of `round` used the consumer of `slot` on `executor`. */
+private[sparkkafkashare] final case class SlotRead(slot: Int, round: Long, executor: String)
+
+/** The executors whose consumers read a slot's latest round. */
+private[sparkkafkashare] final case class SlotReads(round: Long, executors: Set[String])
+
 /**
  * Where each slot's consumer lives, as reported by the tasks that used it. The next round asks
  * for the same executor, because only that consumer can acknowledge what it acquired.
+ *
+ * A round that consumers on two executors read has no home ([[SlotLocations.NoHome]]): Spark
+ * evaluated the batch again where the first consumer was not (a second foreachBatch action, or a
+ * stage re-run after an executor died), and without a records log the second consumer polled
+ * records of its own. The sink may hold some of either, so neither may be ACCEPTed: every consumer
+ * of the slot then RELEASEs what it holds, as one left behind does (a redelivery, never a loss).
  */
-private[sparkkafkashare] final class SlotLocations(private var locations: Map[Int, String])
-  extends AccumulatorV2[(Int, String), Map[Int, String]] {
+private[sparkkafkashare] final class SlotLocations(private var reads: Map[Int, SlotReads])
+  extends AccumulatorV2[SlotRead, Map[Int, SlotReads]] {
 
   def this() = this(Map.empty)
 
-  override def isZero: Boolean = locations.isEmpty
-  override def copy(): SlotLocations = new SlotLocations(locations)
-  override def reset(): Unit = locations = Map.empty
-  override def add(v: (Int, String)): Unit = locations += v
-  override def merge(other: AccumulatorV2[(Int, String), Map[Int, String]]): Unit = locations ++= other.value
-  override def value: Map[Int, String] = locations
+  override def isZero: Boolean = reads.isEmpty
+  override def copy(): SlotLocations = new SlotLocations(reads)
+  override def reset(): Unit = reads = Map.empty
+  override def add(v: SlotRead): Unit = reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Set(v.executor)))
+  override def merge(other: AccumulatorV2[SlotRead, Map[Int, SlotReads]]): Unit =
+    other.value.foreach { case (slot, read) => reads = SlotLocations.merged(reads, slot, read) }
+  override def value: Map[Int, SlotReads] = reads
+
+  /** Per slot, the executor whose consumer read its latest round, or [[SlotLocations.NoHome]]. */
+  def homes: Map[Int, String] = reads.map { case (slot, read) =>
+    slot -> (if (read.executors.size == 1) read.executors.head else SlotLocations.NoHome)
+  }
+}
+
+private[sparkkafkashare] object SlotLocations {
+  /** The home of a slot whose latest round consumers on several executors read: no executor's. */
+  val NoHome = "(read on several executors)"
+
+  private def merged(reads: Map[Int, SlotReads], slot: Int, read: SlotReads): Map[Int, SlotReads] = reads.get(slot) match {
+    case Some(known) if known.round > read.round => reads
+    case Some(known) if known.round == read.round => reads + (slot -> SlotReads(read.round, known.executors ++ read.executors))
+    case _ => reads + (slot -> read)
+  }
 }
