@@ -255,6 +255,15 @@ def kafka_share(
     return drain(spark, scenario, df, records, work_ms, checkpoint) | {"parallelism": parallelism}
 
 
+def lock_limit_drain(
+    spark: SparkSession, topic: str, partitions: int, consumers: int, variant: str, setting: str = ""
+) -> dict[str, Any]:
+    """A b) drain at one of LOCK_LIMITS, under whatever other `setting` the caller has made."""
+    scenario = f"b) kafka-share{variant} P={consumers}{setting}"
+    share = kafka_share(spark, scenario, topic, consumers, args.records, 0, LOCK_LIMITS[variant])
+    return share | {"partitions": partitions, "variant": (variant.strip() or "default") + setting}
+
+
 def spark_kafka_source(
     spark: SparkSession, scenario: str, topic: str, records: int, work_ms: int = 0
 ) -> dict[str, Any]:
@@ -479,10 +488,8 @@ def main() -> None:
         results.append(source | {"partitions": partitions})
         for consumers in (1, 2, 4):
             results.append(raw_share_consumers(topic, consumers, args.records) | {"partitions": partitions})
-            for variant, options in LOCK_LIMITS.items():
-                scenario = f"b) kafka-share{variant} P={consumers}"
-                share = kafka_share(spark, scenario, topic, consumers, args.records, 0, options)
-                results.append(share | {"partitions": partitions, "variant": variant.strip() or "default"})
+            for variant in LOCK_LIMITS:
+                results.append(lock_limit_drain(spark, topic, partitions, consumers, variant))
         print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
     # Spark's own cost of a batch, with its default checkpoint file manager and its FileSystem-based
     # one (on a local disk, Hadoop's FileContext rename starts a `readlink` process when Hadoop has no
@@ -496,11 +503,8 @@ def main() -> None:
         for partitions, topic in (topics or {4: topic_4p}).items():
             for consumers in (1, 2, 4):
                 for variant in ("", " locks 10000"):
-                    scenario = f"b) kafka-share{variant} P={consumers}, FileSystem-based checkpoint manager"
-                    options = LOCK_LIMITS[variant]
-                    share = kafka_share(spark, scenario, topic, consumers, args.records, 0, options)
-                    manager_variant = f"{variant.strip() or 'default'}, FileSystem-based checkpoint manager"
-                    measured.append(share | {"partitions": partitions, "variant": manager_variant})
+                    manager = ", FileSystem-based checkpoint manager"
+                    measured.append(lock_limit_drain(spark, topic, partitions, consumers, variant, manager))
         spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
         results += measured
         print(json.dumps(measured), flush=True)

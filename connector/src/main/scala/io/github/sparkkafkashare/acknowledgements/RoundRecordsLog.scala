@@ -95,9 +95,9 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
         else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
       files.flatMap(f => f.getPath.getParent.getName.toLongOption.map(_ -> f)).groupBy(_._1).map { case (round, listed) =>
         val named = listed.map { case (_, f) => f.getPath.getName -> f }.toMap
-        val slots = named.collect { case (name, f) if name.endsWith(".json") && !name.startsWith(".") =>
-          name.stripSuffix(".json").toIntOption.map(_ -> f)
-        }.flatten.toMap
+        val slots = named.flatMap { case (name, f) =>
+          Some(name).filter(_.endsWith(".json")).flatMap(_.stripSuffix(".json").toIntOption).map(_ -> f)
+        }
         round -> RoundFiles(slots, named.get(ReleasedFileName))
       }
     } catch {
