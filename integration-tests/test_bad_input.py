@@ -125,6 +125,25 @@ def test_kafka_setting_the_source_owns_or_a_share_consumer_rejects(
     assert reason in message
 
 
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("max.poll.records", "expected a value of type INT, valid values: [1,...]"),
+        ("share.acquire.mode", "type STRING, valid values: [batch_optimized, record_limit]"),
+        ("fetch.max.bytes", "expected a value of type INT"),
+    ],
+)
+def test_kafka_setting_of_a_value_the_consumer_refuses_fails_at_load_without_showing_it(
+    spark: SparkSession, config: str, expected: str
+) -> None:
+    with pytest.raises(IllegalArgumentException) as failure:
+        load(spark, {**VALID, f"kafka.{config}": "hunter2"})
+    message = str(failure.value)
+    assert f"[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting 'kafka.{config}' has a value" in message
+    assert expected in message
+    assert "hunter2" not in message
+
+
 def test_messages_never_echo_kafka_settings(spark: SparkSession) -> None:
     secret = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'
     with pytest.raises(IllegalArgumentException) as failure:

@@ -45,7 +45,16 @@ def test_explicit_marks_reach_the_consumer_that_holds_the_records_on_another_exe
         deliveries.setdefault(value, []).append(count)
     released = {v for v in expected if int(v.split("-")[1]) % 10 == 0}
     assert set(deliveries) == set(expected)
-    wrong = {v: c for v, c in deliveries.items() if sorted(c) != ([1, 2] if v in released else [1])}
+
+    def as_marked(value: str, counts: list[int]) -> bool:
+        if value not in released:
+            return counts == [1]
+        # Released records come once more. The first run can end with some of them fetched in the
+        # background and not yet in a batch; its stop releases them, and Kafka counted that fetch, so
+        # the second run reads them with a deliveryCount of 3 (docs/user-guide.md, availableNow).
+        return sorted(counts) in ([1, 2], [1, 3])
+
+    wrong = {v: c for v, c in deliveries.items() if not as_marked(v, c)}
     assert not wrong, f"{len(wrong)} records delivered other than marked, e.g. {list(wrong.items())[:5]}"
     assert kafka.unfinished(group, topic) == 0
 

@@ -62,11 +62,15 @@ def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_on
     seen: list[tuple[str, int]] = []
 
     def sink(batch: DataFrame, _batch_id: int) -> None:
+        # Three actions that must agree, persisted as the user guide advises: acknowledge() finds the
+        # batch's records behind the cache.
+        batch.persist()
         rows = batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
         seen.extend((r.v, r.deliveryCount) for r in rows)
         first = batch.filter("deliveryCount = 1").withColumn("v", F.col("value").cast("string"))
         acknowledge(batch, marks(first.filter(F.col("v").isin(*to_release)), AcknowledgeType.RELEASE))
         acknowledge(batch, marks(first.filter(F.col("v").isin(*to_reject)), AcknowledgeType.REJECT))
+        batch.unpersist()
 
     def done(metrics: dict[str, str]) -> bool:
         return len(seen) >= len(expected) + len(to_release) and acknowledged(metrics) >= len(expected)

@@ -60,6 +60,14 @@ def test_read_share_stream_maps_errors_only_the_jvm_finds(spark: SparkSession) -
     )
 
 
+def test_read_share_stream_maps_a_kafka_setting_the_consumer_refuses(spark: SparkSession) -> None:
+    with pytest.raises(KafkaShareConfigurationError) as raised:
+        read_share_stream(spark, **VALID, kafka_options={"max.poll.records": "many"})
+    assert raised.value.condition == "KAFKA_SHARE_INVALID_KAFKA_CONFIG"
+    assert "'kafka.max.poll.records'" in str(raised.value)
+    assert "many" not in str(raised.value)
+
+
 def test_read_share_stream_has_the_kafka_share_schema(spark: SparkSession) -> None:
     df = read_share_stream(spark, **VALID, include_headers=True)
     assert df.isStreaming

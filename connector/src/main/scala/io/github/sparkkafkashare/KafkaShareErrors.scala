@@ -41,6 +41,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def ownedKafkaConfig(option: String, reason: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_OWNED_KAFKA_CONFIG", "option" -> option, "reason" -> reason)
 
+  def invalidKafkaConfig(option: String, expected: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_INVALID_KAFKA_CONFIG", "option" -> option, "expected" -> expected)
+
   def acknowledgeNeedsExplicitMode(option: String): KafkaShareUnsupportedOperationException =
     unsupported("KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE", "option" -> option)
 

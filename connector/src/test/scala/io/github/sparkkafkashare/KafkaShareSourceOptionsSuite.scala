@@ -100,6 +100,23 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     }
   }
 
+  test("pass-through values Kafka's consumer refuses fail at load(), without showing the value") {
+    val cases = Seq(
+      "kafka.max.poll.records" -> ("hunter2", "expected a value of type INT, valid values: [1,...]"),
+      "kafka.max.poll.records" -> ("-7", "expected a value of type INT, valid values: [1,...]"),
+      "kafka.share.acquire.mode" -> ("hunter2", "expected a value of type STRING, valid values: [batch_optimized, record_limit]"),
+      "kafka.check.crcs" -> ("hunter2", "expected a value of type BOOLEAN"))
+    cases.foreach { case (option, (value, expected)) =>
+      val e = failure(required + (option -> value)).asInstanceOf[Exception]
+      assert(e.getMessage.startsWith(s"[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting '$option' has a value"), e.getMessage)
+      assert(e.getMessage.contains(s": $expected. Correct or remove it"), e.getMessage)
+      assert(!e.getMessage.contains(value), e.getMessage)
+    }
+    // Values Kafka accepts, settings it does not know, and class names (maybe on the executors only) pass.
+    parse(required ++ Map("kafka.max.poll.records" -> "500", "kafka.share.acquire.mode" -> "record_limit",
+      "kafka.no.such.setting" -> "x", "kafka.sasl.login.callback.handler.class" -> "com.example.NotHere"))
+  }
+
   test("spark.kafkaShare.consumer.cache.timeout takes Spark's duration forms, and a bad value names the conf") {
     val key = KafkaShareSparkConf.ConsumerCacheTimeout
     assert(KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false)) == Duration.ofMinutes(5))

@@ -7,6 +7,8 @@ import java.util.regex.{Pattern, PatternSyntaxException}
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
+import org.apache.kafka.clients.consumer.ConsumerConfig
+import org.apache.kafka.common.config.{ConfigDef, ConfigException}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
 /** How records are acknowledged to the share group. */
@@ -148,8 +150,29 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     kafkaParams.keys.foreach { key =>
       ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
     }
+    checkKafkaValues(kafkaParams)
     kafkaParams.get("default.api.timeout.ms").foreach(v => positiveLong(Some(v), "kafka.default.api.timeout.ms"))
     KafkaConnection(bootstrapServers, groupId, kafkaParams - "bootstrap.servers")
+  }
+
+  /**
+   * Pass-through values Kafka's consumer would refuse (`kafka.max.poll.records=abc`) fail at load()
+   * rather than in the query's first task. Settings the consumer does not know are left to Kafka, and
+   * class names too: a class may be on the executors' class path only.
+   */
+  private def checkKafkaValues(kafkaParams: Map[String, String]): Unit = {
+    val consumerKeys = ConsumerConfig.configDef().configKeys()
+    for ((name, value) <- kafkaParams; key <- Option(consumerKeys.get(name)) if key.`type` != ConfigDef.Type.CLASS) {
+      try {
+        val parsed = ConfigDef.parseType(name, value, key.`type`)
+        Option(key.validator).foreach(_.ensureValid(name, parsed))
+      } catch {
+        case _: ConfigException =>
+          // The validator prints as Kafka's documentation shows "Valid Values".
+          val allowed = Option(key.validator).map(v => s", valid values: $v").getOrElse("")
+          throw KafkaShareErrors.invalidKafkaConfig(s"kafka.$name", s"expected a value of type ${key.`type`}$allowed")
+      }
+    }
   }
 
   def parse(options: CaseInsensitiveStringMap): KafkaShareSourceOptions = {
