@@ -156,8 +156,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * foreachBatch) and its records must stay locked until it commits; the records of a batch that
    * has just committed are the next task's to acknowledge, by the batch's marks, and records taken
    * in ahead are the next task's to hand out. If the driver does not answer, the run may still be
-   * running, so a consumer holding a round stays. A run the driver does not know has stopped: its
-   * consumer is settled by what it last learned was committed.
+   * running, so a consumer holding a round stays. A consumer of a run that stopped was missed by the
+   * run's closing job: it is closed at once, settled by what it last learned was committed, so that
+   * it neither stays a member of the group nor keeps records locked. A run the driver does not know
+   * (another copy of the connector answered) is settled so after the idle timeout.
    */
   private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout,
       lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {
@@ -181,12 +183,17 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             case RunLookUp.Running(state) =>
               !slot.awaitsTask(state.committedThrough) && (movedTo.isDefined || unused(slot, idleTimeout))
             case RunLookUp.Unanswered => !slot.awaitsTask(committedThrough = -1L) && unused(slot, idleTimeout)
+            case RunLookUp.Stopped => true
             case RunLookUp.Unknown => unused(slot, idleTimeout)
           }
           // Held while closing, so no task borrows it meanwhile; one that did since `now` kept it in use.
           if (closing && slot.lock.tryLock()) try {
             if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
-              val why = movedTo.fold(s"unused for $idleTimeout")(executor => s"the slot now runs on executor $executor")
+              val why = (run, movedTo) match {
+                case (_, Some(executor)) => s"the slot now runs on executor $executor"
+                case (RunLookUp.Stopped, _) => "the query run stopped"
+                case _ => s"unused for $idleTimeout"
+              }
               logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
               close(key, committedThrough = -1L, AcknowledgementMarks.None) // settled by what the slot last learned
             }

@@ -208,19 +208,32 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("the janitor keeps a running batch's records locked past the idle timeout, and lets them go once the run stops") {
+  test("the janitor keeps a running batch's records locked past the idle timeout, and lets them go as soon as the run stops") {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> here)))
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
+      // A driver that does not know the run (another copy of the connector answered): the idle timeout applies.
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, lookUp = _ => RunLookUp.Unknown)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
 
       QueryRunRegistry.forget(run) // stopped, and the closing job missed this executor
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      assert(QueryRunRegistry.lookUp(run) == RunLookUp.Stopped)
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO) // at the configured idle timeout, 5 minutes
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
       assert(held.subsetOf(redelivered.keySet), "closed, and what it held went back to the group")
     }
+  }
+
+  test("the driver remembers the latest stopped runs, and knows nothing of older ones") {
+    val stopped = Seq.fill(QueryRunRegistry.StoppedRunsKept + 1)(UUID.randomUUID().toString)
+    stopped.foreach(QueryRunRegistry.forget)
+    assert(QueryRunRegistry.lookUp(stopped.head) == RunLookUp.Unknown)
+    assert(QueryRunRegistry.lookUp(stopped.last) == RunLookUp.Stopped)
+    assert(QueryRunRegistry.lookUp(UUID.randomUUID().toString) == RunLookUp.Unknown)
   }
 
   test("the janitor leaves a committed batch's records to the slot's next task, and keeps a held round when the driver does not answer") {

@@ -23,7 +23,12 @@ sealed trait RunLookUp
 
 object RunLookUp {
   final case class Running(state: RunState) extends RunLookUp
-  /** The driver does not know the run: it stopped (or another copy of the connector registered first). */
+  /** The run stopped, and its closing job has run: a consumer of it still open was missed by that job. */
+  case object Stopped extends RunLookUp
+  /**
+   * The driver does not know the run: another copy of the connector, in a class loader of its own,
+   * answered, or the run stopped longer ago than the driver remembers ([[QueryRunRegistry.StoppedRunsKept]]).
+   */
   case object Unknown extends RunLookUp
   /** The driver did not answer in time: the run may well still be running. */
   case object Unanswered extends RunLookUp
@@ -45,11 +50,16 @@ object QueryRunRegistry extends Logging {
   // own class loader, which does not see the connector's jar (a class of ours there kills the executor).
   private val LookUp = "kafka-share-look-up"
   private val CountedOutsideTasks = "kafka-share-counted-outside-tasks"
+  private val StoppedReply = "stopped"
+  /** How many stopped runs the driver remembers, the latest ones: an application may start queries for days. */
+  val StoppedRunsKept = 1000
 
   private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
     val runs = new ConcurrentHashMap[String, RunState]()
     /** Per run, counts by metric name. */
     val countedOutsideTasks = new ConcurrentHashMap[String, Map[String, Long]]()
+    /** Stopped runs, oldest first. */
+    val stopped = new java.util.LinkedHashSet[String]()
 
     override def receive: PartialFunction[Any, Unit] = {
       case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
@@ -59,7 +69,8 @@ object QueryRunRegistry extends Logging {
 
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case (LookUp, runId: String) =>
-        context.reply(Option(runs.get(runId)).map(state => (state.committedThrough, state.homes)))
+        val running = Option(runs.get(runId)).map(state => (state.committedThrough, state.homes))
+        context.reply(if (running.isEmpty && stopped.synchronized(stopped.contains(runId))) StoppedReply else running)
     }
   }
 
@@ -89,9 +100,13 @@ object QueryRunRegistry extends Logging {
     registry.runs.put(runId, state)
   }
 
-  /** Driver: the run stopped; executors now see it as unknown. */
+  /** Driver: the run stopped, and its closing job has run; executors' janitors close what that job missed. */
   def forget(runId: String): Unit = {
     val registry = endpoint()
+    registry.stopped.synchronized {
+      registry.stopped.add(runId)
+      if (registry.stopped.size > StoppedRunsKept) registry.stopped.remove(registry.stopped.iterator().next())
+    }
     registry.runs.remove(runId)
     registry.countedOutsideTasks.remove(runId)
   }
@@ -100,10 +115,13 @@ object QueryRunRegistry extends Logging {
   def countedOutsideTasks(runId: String): Map[String, Long] =
     Option(endpoint().countedOutsideTasks.get(runId)).getOrElse(Map.empty)
 
-  /** Anywhere: the run's state as the driver last published it, if the driver knows the run and answers. */
+  /** Anywhere: what the driver knows of the run: its state as last published, or that it stopped. */
   def lookUp(runId: String): RunLookUp = try {
-    driver().askSync[Option[(Long, Map[Int, String])]]((LookUp, runId), AskTimeout)
-      .fold[RunLookUp](RunLookUp.Unknown) { case (committedThrough, homes) => RunLookUp.Running(RunState(committedThrough, homes)) }
+    driver().askSync[Any]((LookUp, runId), AskTimeout) match {
+      case Some((committedThrough: Long, homes: Map[Int, String] @unchecked)) => RunLookUp.Running(RunState(committedThrough, homes))
+      case StoppedReply => RunLookUp.Stopped
+      case _ => RunLookUp.Unknown
+    }
   } catch {
     case NonFatal(e) =>
       logWarning(s"Could not ask the driver about query run $runId: ${e.getMessage}")
