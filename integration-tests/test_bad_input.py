@@ -17,6 +17,13 @@ def load(spark: SparkSession, options: dict[str, str]) -> None:
     spark.readStream.format("kafka-share").options(**options).load()
 
 
+def refusal(spark: SparkSession, options: dict[str, str]) -> str:
+    """The message load() fails with."""
+    with pytest.raises(IllegalArgumentException) as failure:
+        load(spark, options)
+    return str(failure.value)
+
+
 def without(key: str) -> dict[str, str]:
     return {k: v for k, v in VALID.items() if k != key}
 
@@ -109,18 +116,14 @@ CASES = [
 
 @pytest.mark.parametrize(("options", "message"), CASES)
 def test_bad_option_fails_at_load(spark: SparkSession, options: dict[str, str], message: str) -> None:
-    with pytest.raises(IllegalArgumentException) as failure:
-        load(spark, options)
-    assert message in str(failure.value)
+    assert message in refusal(spark, options)
 
 
 @pytest.mark.parametrize(("config", "reason"), OWNED, ids=[c for c, _ in OWNED])
 def test_kafka_setting_the_source_owns_or_a_share_consumer_rejects(
     spark: SparkSession, config: str, reason: str
 ) -> None:
-    with pytest.raises(IllegalArgumentException) as failure:
-        load(spark, {**VALID, f"kafka.{config}": "x"})
-    message = str(failure.value)
+    message = refusal(spark, {**VALID, f"kafka.{config}": "x"})
     assert f"[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.{config}' cannot be set" in message
     assert reason in message
 
@@ -136,9 +139,7 @@ def test_kafka_setting_the_source_owns_or_a_share_consumer_rejects(
 def test_kafka_setting_of_a_value_the_consumer_refuses_fails_at_load_without_showing_it(
     spark: SparkSession, config: str, expected: str
 ) -> None:
-    with pytest.raises(IllegalArgumentException) as failure:
-        load(spark, {**VALID, f"kafka.{config}": "hunter2"})
-    message = str(failure.value)
+    message = refusal(spark, {**VALID, f"kafka.{config}": "hunter2"})
     assert f"[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting 'kafka.{config}' has a value" in message
     assert expected in message
     assert "hunter2" not in message
@@ -146,9 +147,10 @@ def test_kafka_setting_of_a_value_the_consumer_refuses_fails_at_load_without_sho
 
 def test_messages_never_echo_kafka_settings(spark: SparkSession) -> None:
     secret = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'
-    with pytest.raises(IllegalArgumentException) as failure:
-        load(spark, {**VALID, "kafka.sasl.jaas.config": secret, "kafka.enable.auto.commit": "hunter2"})
-    assert "hunter2" not in str(failure.value)
+    message = refusal(
+        spark, {**VALID, "kafka.sasl.jaas.config": secret, "kafka.enable.auto.commit": "hunter2"}
+    )
+    assert "hunter2" not in message
 
 
 def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_delivery_count(
