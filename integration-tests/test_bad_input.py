@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from pyspark.errors import IllegalArgumentException, StreamingQueryException, UnsupportedOperationException
 from pyspark.sql import SparkSession
 
-from conftest import BOOTSTRAP
+from conftest import BOOTSTRAP, KafkaCluster, run_drain_job
 
 VALID = {"kafka.bootstrap.servers": BOOTSTRAP, "kafka.share.group.id": "g", "subscribe": "t"}
 
@@ -151,6 +152,22 @@ def test_messages_never_echo_kafka_settings(spark: SparkSession) -> None:
         spark, {**VALID, "kafka.sasl.jaas.config": secret, "kafka.enable.auto.commit": "hunter2"}
     )
     assert "hunter2" not in message
+
+
+def test_the_strategies_that_log_rounds_refuse_a_speculating_application_at_load(
+    kafka: KafkaCluster, group: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # An application of its own: spark.speculation is fixed when its SparkContext starts.
+    topic = kafka.new_topic()
+    speculating = ("--spark-conf", "spark.speculation=true")
+    assert run_drain_job(topic, group, tmp_path, "--strategy", "checkpoint-dedup", *speculating) != 0
+    printed = capfd.readouterr().err
+    conflict = (
+        "[KAFKA_SHARE_CONFLICTING_OPTIONS] Options 'spark.speculation', 'kafka.share.exactly.once.strategy'"
+    )
+    assert conflict in printed
+    assert "set spark.speculation=false for this application" in printed
+    assert not list((tmp_path / "out").glob("batch-*.json")), "the query ran"
 
 
 def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_delivery_count(
