@@ -88,6 +88,26 @@ def test_more_consumers_than_partitions_share_each_batch(
     assert max(len(batch) for batch in per_slot) == 4, per_slot
 
 
+def test_one_consumer_of_several_partitions_polls_all_that_a_raised_lock_limit_lets_it_hold(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # One consumer, 4 partitions, the group's lock limit at 10,000: a batch may hold 40,000 records, and
+    # the consumer polls that many. With a fixed poll size of 10,000 (before), a batch held 10,000 and a
+    # record batch or so beyond, and Spark paid its cost per batch four times as often.
+    topic = kafka.new_topic(partitions=4)
+    expected = values(80_000)
+    for partition in range(4):
+        kafka.produce(topic, expected[partition::4], partition=partition)
+    options = {
+        "startingOffsets": "earliest",
+        "kafka.share.parallelism": "1",
+        "kafka.share.partition.max.record.locks": "10000",
+    }
+    batches = drain(share_stream(spark, topic, group, **options))
+    assert sorted(v for b in batches for _, v in b) == expected
+    assert max(len(b) for b in batches) > 25_000, [len(b) for b in batches]
+
+
 def test_include_headers_returns_record_headers(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:
     topic = kafka.new_topic()
     producer = Producer({"bootstrap.servers": BOOTSTRAP})

@@ -142,17 +142,22 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     }
   }
 
-  test("share consumers always run in explicit mode, poll up to 10,000 records unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
+  test("share consumers always run in explicit mode, poll what the lock limit lets them hold (at least 10,000) unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
     val o = parse(required ++ Map("maxRecordsPerTrigger" -> "1001", "kafka.fetch.max.bytes" -> "1048576"))
-    val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef", sharedPartitionCap = None)
+    val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef", partitions = 8, recordLocksPerPartition = 2000)
     assert(settings("share.acknowledgement.mode") == "explicit")
     assert(settings("max.poll.records") == "251" && settings("share.acquire.mode") == "record_limit")
     assert(settings("group.id") == "orders-workers" && settings("bootstrap.servers") == "b1:9092,b2:9092")
     assert(settings("fetch.max.bytes") == "1048576")
     assert(settings("client.id") == ShareConsumerSettings.clientIdPrefix("orders-workers", "0123456789abcdef"))
-    assert(ShareConsumerSettings(parse(required), 4, "r", None)("max.poll.records") == "10000")
-    assert(!ShareConsumerSettings(parse(required), 4, "r", None).contains("share.acquire.mode"))
-    assert(ShareConsumerSettings(parse(required + ("kafka.max.poll.records" -> "300")), 4, "r", None)("max.poll.records") == "300")
+    def pollSize(extra: Map[String, String], parallelism: Int, partitions: Int, locks: Int) =
+      ShareConsumerSettings(parse(required ++ extra), parallelism, "r", partitions, locks)("max.poll.records")
+    assert(pollSize(Map.empty, parallelism = 4, partitions = 4, locks = 2000) == "10000")
+    assert(pollSize(Map.empty, parallelism = 1, partitions = 4, locks = 10000) == "40000", "four partitions' locks")
+    assert(pollSize(Map.empty, parallelism = 2, partitions = 5, locks = 4000) == "12000", "three partitions for one of the two")
+    assert(pollSize(Map.empty, parallelism = 4, partitions = 0, locks = 2000) == "10000", "no subscribed topic exists yet")
+    assert(!ShareConsumerSettings(parse(required), 1, "r", 4, 10000).contains("share.acquire.mode"))
+    assert(pollSize(Map("kafka.max.poll.records" -> "300"), parallelism = 1, partitions = 4, locks = 10000) == "300")
   }
 
   test("more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes") {
@@ -165,7 +170,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(cap(Map.empty, parallelism = 5000, partitions = 1) == Some(1))
     Seq("kafka.max.poll.records" -> "300", "kafka.share.acquire.mode" -> "batch_optimized", "maxRecordsPerTrigger" -> "100")
       .foreach(chosen => assert(cap(Map(chosen), 4, 1) == None, chosen))
-    val settings = ShareConsumerSettings(parse(required), 4, "r", cap(Map.empty, 4, 1))
+    val settings = ShareConsumerSettings(parse(required), parallelism = 4, "r", partitions = 1, recordLocksPerPartition = 2000)
     assert(settings("max.poll.records") == "500" && settings("share.acquire.mode") == "record_limit")
   }
 

@@ -9,21 +9,26 @@ private[sparkkafkashare] object ShareConsumerSettings {
   /** Makes `max.poll.records` a hard limit (the default acquire mode may return whole record batches beyond it). */
   val StrictAcquireMode = "record_limit"
   /**
-   * Kafka's default is 500. A micro-batch holds one poll per consumer (records stay held until the
-   * batch commits), so 500 made batches so small that Spark's fixed cost per batch set the pace. The
-   * group's lock limit per partition and the fetch sizes still bound a poll. A user's value wins.
+   * The smallest poll size a consumer gets unless told otherwise (Kafka's default is 500). A micro-batch
+   * holds one poll per consumer (records stay held until the batch commits), so 500 made batches so
+   * small that Spark's fixed cost per batch set the pace.
    */
-  val DefaultMaxPollRecords = 10000
+  val MinPollRecords = 10000
 
-  /** @param sharedPartitionCap see [[sharedPartitionCap]] */
-  def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String, sharedPartitionCap: Option[Long])
-      : Map[String, String] = {
+  /**
+   * @param partitions              partitions of the subscribed topics when the run starts
+   * @param recordLocksPerPartition the group's lock limit per partition
+   */
+  def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String, partitions: Int,
+      recordLocksPerPartition: Int): Map[String, String] = {
     // maxRecordsPerTrigger becomes a strict per-consumer cap.
     val perTriggerCap = options.maxRecordsPerTrigger.map(max => math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism))
-    val strictCap = (perTriggerCap orElse sharedPartitionCap).toSeq.flatMap { records =>
+    val sharedCap = sharedPartitionCap(options, parallelism, partitions, recordLocksPerPartition)
+    val strictCap = (perTriggerCap orElse sharedCap).toSeq.flatMap { records =>
       Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> records.toString, AcquireModeConfig -> StrictAcquireMode)
     }
-    Map(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> DefaultMaxPollRecords.toString) ++
+    val pollRecords = unsharedPollRecords(parallelism, partitions, recordLocksPerPartition)
+    Map(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> pollRecords.toString) ++
       options.connection.kafkaParams ++ strictCap ++ Map(
       ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.connection.bootstrapServers,
       ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
@@ -31,6 +36,19 @@ private[sparkkafkashare] object ShareConsumerSettings {
       // ACCEPT records before Spark has committed the batch holding them.
       AcknowledgementModeConfig -> "explicit",
       ConsumerConfig.CLIENT_ID_CONFIG -> clientIdPrefix(options.groupId, runId))
+  }
+
+  /**
+   * A consumer's poll size when it need not share partitions: as many records as the group lets it
+   * hold on its even share of the partitions, so that one poll, and so one batch, can take all the
+   * lock limit allows (with a raised limit, a consumer of several partitions would otherwise fill a
+   * fraction of it and pay Spark's cost per batch more often). At least [[MinPollRecords]]: while
+   * members join or leave, a consumer can be assigned more than its share. The fetch sizes
+   * (`fetch.max.bytes`) still bound a poll's bytes.
+   */
+  def unsharedPollRecords(parallelism: Int, partitions: Int, recordLocksPerPartition: Int): Long = {
+    val partitionsEach = (partitions + parallelism - 1) / parallelism
+    math.max(MinPollRecords.toLong, recordLocksPerPartition.toLong * partitionsEach)
   }
 
   /**

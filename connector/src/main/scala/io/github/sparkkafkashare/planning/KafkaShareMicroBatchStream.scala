@@ -14,7 +14,7 @@ import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import org.apache.hadoop.fs.Path
-import org.apache.kafka.clients.consumer.AcknowledgeType
+import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState, StreamingQueryTrigger}
 import org.apache.spark.internal.Logging
@@ -61,13 +61,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val limits = admin.configureGroup(options, subscribed)
     val recordLocks = limits.recordLocksPerPartition
     val partitions = subscribed.size
-    val cap = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks)
-    cap.foreach { n =>
-      logInfo(s"$parallelism consumers share $partitions partitions of share group '${options.groupId}' " +
-        s"($recordLocks records in flight per partition): each polls at most $n records " +
-        "per batch. Set 'kafka.max.poll.records' or 'kafka.share.acquire.mode' to choose otherwise.")
-    }
-    (limits.renewAllowed, ShareConsumerSettings(options, parallelism, runId, cap))
+    val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
+    val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
+    logInfo(s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
+      s"($recordLocks records in flight per partition) each poll up to " +
+      s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "." else
+        ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
+        "'kafka.share.acquire.mode' to choose otherwise."))
+    (limits.renewAllowed, settings)
   } catch { case NonFatal(e) => admin.close(); throw e }
   if (!renewLocks) {
     logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
