@@ -5,9 +5,18 @@ the records come back when their locks expire."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
-from conftest import KafkaCluster, drained_rows, lost_and_duplicated, run_drain_job, values
+from conftest import (
+    KafkaCluster,
+    drained_rows,
+    lost_and_duplicated,
+    run_drain_job,
+    start_drain_job,
+    values,
+    wait_until,
+)
 
 
 def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_its_consumer(
@@ -59,6 +68,18 @@ def test_explicit_marks_reach_the_consumer_that_holds_the_records_on_another_exe
     assert kafka.unfinished(group, topic) == 0
 
 
+# Four slots on two one-core executors, batches of at most 400 records (100 a consumer, so that every
+# consumer holds records in a full batch).
+SLOTS_ON_TWO_EXECUTORS = (
+    "--master",
+    "local-cluster[2,1,1024]",
+    "--parallelism",
+    "4",
+    "--max-records-per-trigger",
+    "400",
+)
+
+
 def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_records_back(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
@@ -70,16 +91,8 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     # executors busy for 150 s: that executor's slots move to the other one after Spark's locality
     # wait, and no task of the query runs where their consumers hold that batch's records. Only the
     # executor's janitor, asking the driver what is committed, can give them back while the query runs.
-    cluster = (
-        "--master",
-        "local-cluster[2,1,1024]",
-        "--parallelism",
-        "4",
-        "--max-records-per-trigger",
-        "400",
-    )
     occupied = ("--occupy-executor-s", "150", "--stop-once-read", str(len(expected)))
-    assert run_drain_job(topic, group, tmp_path, *cluster, *occupied) == 0
+    assert run_drain_job(topic, group, tmp_path, *SLOTS_ON_TWO_EXECUTORS, *occupied) == 0
     assert (tmp_path / "out" / "occupied-executor").read_text().isdigit()
 
     rows = drained_rows(tmp_path)
@@ -101,6 +114,41 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     assert released <= len(duplicated) <= released + failed + expired, metrics
     assert set(duplicated) <= redelivered
     assert all(n == 2 for n in duplicated.values())
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_query_stopped_while_an_executor_is_busy_leaves_no_consumer_behind_in_the_group(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic(partitions=4)
+    expected = values(4_000)
+    kafka.produce(topic, expected, key=str)
+
+    # Once everything is read and committed, another job keeps one of the two executors busy and the
+    # query stops meanwhile: the stop's closing job cannot run there, so the consumers of the slots
+    # that live there are left open. Their executor's janitor must close them once the driver answers
+    # that their run has stopped: within seconds, not after the pool's idle timeout (5 minutes),
+    # during which they would stay members of the group and hold whatever they had fetched.
+    stop = ("--stop-once-read", str(len(expected)), "--stop-while-occupied", "120")
+    job = start_drain_job(topic, group, tmp_path, *SLOTS_ON_TWO_EXECUTORS, *stop)
+    out = tmp_path / "out"
+    try:
+        wait_until(lambda: (out / "stopped").exists(), 150, "the query stopped")
+        stopped_at = time.monotonic()
+        wait_until(lambda: not kafka.group_state(group)["members"], 30, "every consumer left the group")
+        left_after = time.monotonic() - stopped_at
+        assert not (out / "occupy-ended").exists(), "the busy executor was free again before they left"
+        (out / "done").write_text("")
+        assert job.wait(timeout=120) == 0
+    finally:
+        job.kill()
+    print(f"the last consumers left the group {left_after:.1f} s after the stop")
+
+    rows = drained_rows(tmp_path)
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
+    assert (out / "read-all.txt").read_text() == "True"
+    assert not lost
+    assert not duplicated
     assert kafka.unfinished(group, topic) == 0
 
 

@@ -26,7 +26,11 @@ core busy this long (run with local-cluster[N,1,...]): the query's slots there m
 executors, and their consumers stay behind on a live executor that no task of the query comes back
 to. It comes with `--stop-once-read N`: the query then runs with the default trigger until the sink
 has read N distinct values (or the occupying job ends), writes whether it read them all to
-`<out>/read-all.txt`, waits for Spark to commit the last batch the sink wrote, and stops.
+`<out>/read-all.txt`, waits for Spark to commit the last batch the sink wrote, and stops. The
+occupying task writes `<out>/occupy-ended` if its time runs out. `--stop-while-occupied S` (with
+`--stop-once-read`) instead starts, once the last batch is committed, a job that keeps one executor
+busy for S seconds, stops the query while it is, writes `<out>/stopped` and keeps the application up
+until `<out>/done` appears (or S seconds pass).
 
 A run that finishes writes its last progress's source metrics to `<out>/metrics.json`.
 
@@ -116,6 +120,13 @@ parser.add_argument(
     help="run with the default trigger until the sink has read N distinct values (or --occupy-executor-s, "
     "else 120 s, passed)",
 )
+parser.add_argument(
+    "--stop-while-occupied",
+    type=float,
+    metavar="S",
+    help="with --stop-once-read: once the sink has read everything, keep one executor busy for S s, stop the "
+    "query meanwhile, then keep the application up until <out>/done appears",
+)
 args = parser.parse_args()
 out = Path(args.out)
 read_values: set[str] = set()
@@ -201,6 +212,7 @@ def occupy(executor: int | None, seconds: float) -> Callable[[int], None]:
         if executor in (None, executor_jvm_pid()) and first_time("occupied-executor"):
             (out / "occupied-executor").write_text(str(executor_jvm_pid()))
             time.sleep(seconds)
+            (out / "occupy-ended").write_text("")
 
     return task
 
@@ -346,8 +358,17 @@ if args.stop_once_read:
         if progress and progress["batchId"] >= written_batches[-1]:
             break
         time.sleep(0.2)
-    spark.sparkContext.cancelJobGroup("occupy-executor")  # frees the executor before the query stops
+    if args.stop_while_occupied:
+        occupy_an_executor(seconds=args.stop_while_occupied)
+    else:
+        spark.sparkContext.cancelJobGroup("occupy-executor")  # frees the executor before the query stops
     query.stop()
+    if args.stop_while_occupied:
+        (out / "stopped").write_text("")
+        deadline = time.monotonic() + args.stop_while_occupied
+        while not (out / "done").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        spark.sparkContext.cancelJobGroup("occupy-executor")
 else:
     query = writer.trigger(availableNow=True).start()
     query.awaitTermination()

@@ -116,11 +116,13 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
       here: String): Int = {
     DeliveredRecordsIndex.forget(runId)
-    slots.keySet().asScala.filter(_.runId == runId).toSeq.count { key =>
-      if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks)
-      else close(key, committedThrough = -1L, AcknowledgementMarks.None)
-    }
+    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
   }
+
+  private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
+      slotHomes: Map[Int, String], here: String): Boolean =
+    if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks)
+    else close(key, committedThrough = -1L, AcknowledgementMarks.None)
 
   private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks): Boolean = Option(slots.get(key)).exists { slot =>
     slot.lock.lock()
@@ -157,9 +159,11 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * has just committed are the next task's to acknowledge, by the batch's marks, and records taken
    * in ahead are the next task's to hand out. If the driver does not answer, the run may still be
    * running, so a consumer holding a round stays. A consumer of a run that stopped was missed by the
-   * run's closing job: it is closed at once, settled by what it last learned was committed, so that
-   * it neither stays a member of the group nor keeps records locked. A run the driver does not know
-   * (another copy of the connector answered) is settled so after the idle timeout.
+   * run's closing job: it is closed at once, settled as that job would have (by the run's last
+   * committed round and its marks, or RELEASEd if its slot had moved), so that it neither stays a
+   * member of the group nor keeps records locked, nor gives back records of a committed batch. A
+   * consumer of a run the driver does not know (another copy of the connector answered) is closed
+   * after the idle timeout, settled by what it last learned was committed.
    */
   private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout,
       lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {
@@ -183,7 +187,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             case RunLookUp.Running(state) =>
               !slot.awaitsTask(state.committedThrough) && (movedTo.isDefined || unused(slot, idleTimeout))
             case RunLookUp.Unanswered => !slot.awaitsTask(committedThrough = -1L) && unused(slot, idleTimeout)
-            case RunLookUp.Stopped => true
+            case RunLookUp.Stopped(_, _) => true
             case RunLookUp.Unknown => unused(slot, idleTimeout)
           }
           // Held while closing, so no task borrows it meanwhile; one that did since `now` kept it in use.
@@ -191,11 +195,15 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
               val why = (run, movedTo) match {
                 case (_, Some(executor)) => s"the slot now runs on executor $executor"
-                case (RunLookUp.Stopped, _) => "the query run stopped"
+                case (RunLookUp.Stopped(_, _), _) => "the query run stopped"
                 case _ => s"unused for $idleTimeout"
               }
               logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
-              close(key, committedThrough = -1L, AcknowledgementMarks.None) // settled by what the slot last learned
+              run match {
+                case RunLookUp.Stopped(last, marks) =>
+                  closeAsRunEnds(key, last.committedThrough, AcknowledgementMarks.of(marks), last.homes, here)
+                case _ => close(key, committedThrough = -1L, AcknowledgementMarks.None) // settled by what the slot last learned
+              }
             }
           } finally slot.lock.unlock()
         }

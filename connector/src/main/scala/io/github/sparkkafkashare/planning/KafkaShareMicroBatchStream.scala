@@ -318,9 +318,11 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val committedThrough = math.max(committedRound, lastCommittedBatch().flatMap(roundOfBatch.get).getOrElse(-1L))
     runs.remove(runId)
     DeliveredRecordsIndex.forget(runId)
-    try ConsumerCloser.closeRun(session, runId, slotLocations.homes, committedThrough, marks(committedThrough))
+    val (homes, lastMarks) = (slotLocations.homes, marks(committedThrough))
+    try ConsumerCloser.closeRun(session, runId, homes, committedThrough, lastMarks)
     finally {
-      QueryRunRegistry.forget(runId) // after the closer: until then, executors' janitors see the run as running
+      // After the closer: until then, executors' janitors see the run as running.
+      QueryRunRegistry.markStopped(runId, RunState(committedThrough, homes), lastMarks.plain)
       admin.close()
     }
   }

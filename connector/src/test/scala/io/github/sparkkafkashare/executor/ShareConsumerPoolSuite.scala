@@ -9,7 +9,7 @@ import scala.concurrent.ExecutionContext.Implicits.global
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{AcknowledgementsFailed, Released}
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
@@ -17,7 +17,7 @@ import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.{SparkConf, SparkContext}
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp, RunState}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RoundMarks, RunLookUp, RunState}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
@@ -74,6 +74,10 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     finally ShareConsumerPool.giveBack(slot)
   }
 
+  /** The driver's note that the run stopped with `committedThrough`, slot 1 last at home here, no marks. */
+  private def markStopped(run: String, committedThrough: Long = -1L, marks: AcknowledgementMarks = AcknowledgementMarks.None): Unit =
+    QueryRunRegistry.markStopped(run, RunState(committedThrough, Map(1 -> here)), marks.plain)
+
   private def deleteTopic(topic: String): Unit = {
     admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
     eventually(timeout(30.seconds))(assert(!admin.listTopics().names().get(30, SECONDS).contains(topic)))
@@ -110,7 +114,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       body(run, topic, group, held)
     } finally {
       ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
-      QueryRunRegistry.forget(run)
+      markStopped(run)
     }
   }
 
@@ -218,8 +222,8 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, lookUp = _ => RunLookUp.Unknown)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
 
-      QueryRunRegistry.forget(run) // stopped, and the closing job missed this executor
-      assert(QueryRunRegistry.lookUp(run) == RunLookUp.Stopped)
+      markStopped(run, committedThrough = 0) // stopped, and the closing job missed this executor
+      assert(QueryRunRegistry.lookUp(run) == RunLookUp.Stopped(RunState(0, Map(1 -> here)), RoundMarks(-1L, Map.empty)))
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO) // at the configured idle timeout, 5 minutes
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
@@ -228,11 +232,27 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a stopped run's consumer that the closing job missed settles the last committed round as the job would have, marks and all") {
+    withSlotHolding(round = 1) { (run, topic, group, held) =>
+      val released = held.min
+      val marks = AcknowledgementMarks(1, Map(RecordCoordinates(topic, 0, released) -> AcknowledgeType.RELEASE))
+      markStopped(run, committedThrough = 1, marks)
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
+      // Settled by what the janitor alone knew of the slot (nothing committed), every record would come back.
+      assert(acquiredByAnotherMember(topic, group, seconds = 10) == Map(released -> 2), "only the RELEASE-marked record comes back")
+    }
+  }
+
   test("the driver remembers the latest stopped runs, and knows nothing of older ones") {
     val stopped = Seq.fill(QueryRunRegistry.StoppedRunsKept + 1)(UUID.randomUUID().toString)
-    stopped.foreach(QueryRunRegistry.forget)
+    val last = RunState(7, Map(0 -> elsewhere))
+    val marks = RoundMarks(7, Map(("t", 0, 42L) -> "REJECT"))
+    stopped.foreach(QueryRunRegistry.markStopped(_, last, marks))
     assert(QueryRunRegistry.lookUp(stopped.head) == RunLookUp.Unknown)
-    assert(QueryRunRegistry.lookUp(stopped.last) == RunLookUp.Stopped)
+    assert(QueryRunRegistry.lookUp(stopped.last) == RunLookUp.Stopped(last, marks))
+    assert(AcknowledgementMarks.of(marks) == AcknowledgementMarks(7, Map(RecordCoordinates("t", 0, 42L) -> AcknowledgeType.REJECT)))
     assert(QueryRunRegistry.lookUp(UUID.randomUUID().toString) == RunLookUp.Unknown)
   }
 
@@ -279,7 +299,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(next.size == 100 && next.forall(r => KafkaShareRows.deliveryCount(r) == 1))
     } finally {
       ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
-      QueryRunRegistry.forget(run)
+      markStopped(run)
     }
   }
 }

@@ -18,13 +18,23 @@ import org.apache.spark.util.RpcUtils
  */
 final case class RunState(committedThrough: Long, homes: Map[Int, String])
 
+/**
+ * The acknowledgements user code chose, in explicit mode, for records of one committed round, in
+ * plain types for the RPC layer: AcknowledgeType names by (topic, partition, offset).
+ */
+final case class RoundMarks(round: Long, marks: Map[(String, Int, Long), String])
+
 /** What an executor heard when it asked the driver about a query run. */
 sealed trait RunLookUp
 
 object RunLookUp {
   final case class Running(state: RunState) extends RunLookUp
-  /** The run stopped, and its closing job has run: a consumer of it still open was missed by that job. */
-  case object Stopped extends RunLookUp
+  /**
+   * The run stopped, and its closing job has run: a consumer of it still open was missed by that job,
+   * and is to be settled as the job would have, by the run's last state and the marks of its last
+   * committed round.
+   */
+  final case class Stopped(last: RunState, marks: RoundMarks) extends RunLookUp
   /**
    * The driver does not know the run: another copy of the connector, in a class loader of its own,
    * answered, or the run stopped longer ago than the driver remembers ([[QueryRunRegistry.StoppedRunsKept]]).
@@ -58,8 +68,8 @@ object QueryRunRegistry extends Logging {
     val runs = new ConcurrentHashMap[String, RunState]()
     /** Per run, counts by metric name. */
     val countedOutsideTasks = new ConcurrentHashMap[String, Map[String, Long]]()
-    /** Stopped runs, oldest first. */
-    val stopped = new java.util.LinkedHashSet[String]()
+    /** Stopped runs, oldest first, with their replies. */
+    val stopped = new java.util.LinkedHashMap[String, Product]()
 
     override def receive: PartialFunction[Any, Unit] = {
       case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
@@ -70,7 +80,7 @@ object QueryRunRegistry extends Logging {
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case (LookUp, runId: String) =>
         val running = Option(runs.get(runId)).map(state => (state.committedThrough, state.homes))
-        context.reply(if (running.isEmpty && stopped.synchronized(stopped.contains(runId))) StoppedReply else running)
+        context.reply(running.orElse(stopped.synchronized(Option(stopped.get(runId)))))
     }
   }
 
@@ -100,12 +110,15 @@ object QueryRunRegistry extends Logging {
     registry.runs.put(runId, state)
   }
 
-  /** Driver: the run stopped, and its closing job has run; executors' janitors close what that job missed. */
-  def forget(runId: String): Unit = {
+  /**
+   * Driver: the run stopped, and its closing job has run; executors' janitors settle and close what
+   * that job missed, as it would have: by the run's last state and the marks of its last committed round.
+   */
+  def markStopped(runId: String, last: RunState, marks: RoundMarks): Unit = {
     val registry = endpoint()
     registry.stopped.synchronized {
-      registry.stopped.add(runId)
-      if (registry.stopped.size > StoppedRunsKept) registry.stopped.remove(registry.stopped.iterator().next())
+      registry.stopped.put(runId, (StoppedReply, last.committedThrough, last.homes, marks.round, marks.marks))
+      if (registry.stopped.size > StoppedRunsKept) registry.stopped.remove(registry.stopped.keySet().iterator().next())
     }
     registry.runs.remove(runId)
     registry.countedOutsideTasks.remove(runId)
@@ -119,7 +132,9 @@ object QueryRunRegistry extends Logging {
   def lookUp(runId: String): RunLookUp = try {
     driver().askSync[Any]((LookUp, runId), AskTimeout) match {
       case Some((committedThrough: Long, homes: Map[Int, String] @unchecked)) => RunLookUp.Running(RunState(committedThrough, homes))
-      case StoppedReply => RunLookUp.Stopped
+      case Some((StoppedReply, committedThrough: Long, homes: Map[Int, String] @unchecked, round: Long,
+          marks: Map[(String, Int, Long), String] @unchecked)) =>
+        RunLookUp.Stopped(RunState(committedThrough, homes), RoundMarks(round, marks))
       case _ => RunLookUp.Unknown
     }
   } catch {
