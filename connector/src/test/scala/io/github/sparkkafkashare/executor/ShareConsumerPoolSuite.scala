@@ -245,13 +245,18 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("the driver remembers the latest stopped runs, and knows nothing of older ones") {
+  test("the driver remembers the latest stopped runs, the latest few with their marks, and knows nothing of older ones") {
     val stopped = Seq.fill(QueryRunRegistry.StoppedRunsKept + 1)(UUID.randomUUID().toString)
     val last = RunState(7, Map(0 -> elsewhere))
     val marks = RoundMarks(7, Map(("t", 0, 42L) -> "REJECT"))
     stopped.foreach(QueryRunRegistry.markStopped(_, last, marks))
     assert(QueryRunRegistry.lookUp(stopped.head) == RunLookUp.Unknown)
     assert(QueryRunRegistry.lookUp(stopped.last) == RunLookUp.Stopped(last, marks))
+    val withMarks = stopped.takeRight(QueryRunRegistry.StoppedRunsWithMarks)
+    assert(QueryRunRegistry.lookUp(withMarks.head) == RunLookUp.Stopped(last, marks))
+    // An older run's marked round is no longer taken as committed: its records are RELEASEd, not ACCEPTed.
+    assert(QueryRunRegistry.lookUp(stopped(stopped.size - withMarks.size - 1)) ==
+      RunLookUp.Stopped(RunState(6, last.homes), RoundMarks(-1L, Map.empty)))
     assert(AcknowledgementMarks.of(marks) == AcknowledgementMarks(7, Map(RecordCoordinates("t", 0, 42L) -> AcknowledgeType.REJECT)))
     assert(QueryRunRegistry.lookUp(UUID.randomUUID().toString) == RunLookUp.Unknown)
   }

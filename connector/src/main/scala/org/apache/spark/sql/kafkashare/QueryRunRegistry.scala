@@ -61,15 +61,22 @@ object QueryRunRegistry extends Logging {
   private val LookUp = "kafka-share-look-up"
   private val CountedOutsideTasks = "kafka-share-counted-outside-tasks"
   private val StoppedReply = "stopped"
+  private val NoMarks = RoundMarks(-1L, Map.empty)
   /** How many stopped runs the driver remembers, the latest ones: an application may start queries for days. */
   val StoppedRunsKept = 1000
+  /**
+   * How many of those keep their last round's marks, the latest ones: marks can number a batch's
+   * records. A missed consumer's janitor asks within seconds of the stop; one that asks about an
+   * older run RELEASEs that round instead (its records come again, nothing is lost).
+   */
+  val StoppedRunsWithMarks = 10
 
   private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
     val runs = new ConcurrentHashMap[String, RunState]()
     /** Per run, counts by metric name. */
     val countedOutsideTasks = new ConcurrentHashMap[String, Map[String, Long]]()
-    /** Stopped runs, oldest first, with their replies. */
-    val stopped = new java.util.LinkedHashMap[String, Product]()
+    /** Stopped runs, oldest first, with their last state and the marks of its committed round. */
+    val stopped = new java.util.LinkedHashMap[String, (RunState, RoundMarks)]()
 
     override def receive: PartialFunction[Any, Unit] = {
       case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
@@ -80,7 +87,10 @@ object QueryRunRegistry extends Logging {
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case (LookUp, runId: String) =>
         val running = Option(runs.get(runId)).map(state => (state.committedThrough, state.homes))
-        context.reply(running.orElse(stopped.synchronized(Option(stopped.get(runId)))))
+        val stoppedReply = stopped.synchronized(Option(stopped.get(runId))).map { case (last, marks) =>
+          (StoppedReply, last.committedThrough, last.homes, marks.round, marks.marks)
+        }
+        context.reply(running.orElse(stoppedReply))
     }
   }
 
@@ -117,8 +127,17 @@ object QueryRunRegistry extends Logging {
   def markStopped(runId: String, last: RunState, marks: RoundMarks): Unit = {
     val registry = endpoint()
     registry.stopped.synchronized {
-      registry.stopped.put(runId, (StoppedReply, last.committedThrough, last.homes, marks.round, marks.marks))
+      registry.stopped.put(runId, (last, marks))
       if (registry.stopped.size > StoppedRunsKept) registry.stopped.remove(registry.stopped.keySet().iterator().next())
+      // Older runs give up their marks: their janitors RELEASE that round.
+      val older = registry.stopped.entrySet().iterator()
+      (0 until registry.stopped.size - StoppedRunsWithMarks).foreach { _ =>
+        val entry = older.next()
+        val (state, kept) = entry.getValue
+        if (kept.marks.nonEmpty) {
+          entry.setValue((state.copy(committedThrough = math.min(state.committedThrough, kept.round - 1)), NoMarks))
+        }
+      }
     }
     registry.runs.remove(runId)
     registry.countedOutsideTasks.remove(runId)
