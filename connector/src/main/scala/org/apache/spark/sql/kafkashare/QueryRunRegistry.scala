@@ -87,10 +87,9 @@ object QueryRunRegistry extends Logging {
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
       case (LookUp, runId: String) =>
         val running = Option(runs.get(runId)).map(state => (state.committedThrough, state.homes))
-        val stoppedReply = stopped.synchronized(Option(stopped.get(runId))).map { case (last, marks) =>
+        context.reply(running.orElse(stopped.synchronized(Option(stopped.get(runId))).map { case (last, marks) =>
           (StoppedReply, last.committedThrough, last.homes, marks.round, marks.marks)
-        }
-        context.reply(running.orElse(stoppedReply))
+        }))
     }
   }
 
