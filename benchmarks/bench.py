@@ -80,9 +80,10 @@ parser.add_argument(
 )
 parser.add_argument(
     "--sections",
-    default="ab,floor,idle,d,strategies,objectstore",
+    default="ab,floor,async,idle,d,strategies,objectstore",
     help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost), "
-    "objectstore (the strategies with the checkpoint on S3), floor (Spark's own cost of a micro-batch)",
+    "objectstore (the strategies with the checkpoint on S3), floor (Spark's own cost of a micro-batch), "
+    "async (b and the floor with Spark's async progress tracking)",
 )
 args = parser.parse_args()
 SECTIONS = set(args.sections.split(","))
@@ -245,6 +246,7 @@ def kafka_share(
     work_ms: int = 0,
     options: dict[str, str] | None = None,
     checkpoint: str | None = None,
+    async_progress: bool = False,
 ) -> dict[str, Any]:
     df = (
         read_stream(spark, "kafka-share", topic)
@@ -252,15 +254,26 @@ def kafka_share(
         .options(**(options or {}))
         .load()
     )
-    return drain(spark, scenario, df, records, work_ms, checkpoint) | {"parallelism": parallelism}
+    return drain(spark, scenario, df, records, work_ms, checkpoint, async_progress) | {
+        "parallelism": parallelism
+    }
 
 
 def lock_limit_drain(
-    spark: SparkSession, topic: str, partitions: int, consumers: int, variant: str, setting: str = ""
+    spark: SparkSession,
+    topic: str,
+    partitions: int,
+    consumers: int,
+    variant: str,
+    setting: str = "",
+    async_progress: bool = False,
 ) -> dict[str, Any]:
     """A b) drain at one of LOCK_LIMITS, under whatever other `setting` the caller has made."""
     scenario = f"b) kafka-share{variant} P={consumers}{setting}"
-    share = kafka_share(spark, scenario, topic, consumers, args.records, 0, LOCK_LIMITS[variant])
+    limit = LOCK_LIMITS[variant]
+    share = kafka_share(
+        spark, scenario, topic, consumers, args.records, 0, limit, async_progress=async_progress
+    )
     return share | {"partitions": partitions, "variant": (variant.strip() or "default") + setting}
 
 
@@ -280,21 +293,42 @@ def drain(
     records: int,
     work_ms: int,
     checkpoint: str | None = None,
+    async_progress: bool = False,
 ) -> dict[str, Any]:
-    """Drains `df` with Trigger.AvailableNow into the `noop` sink; figures from the query's progress."""
+    """Drains `df` with Trigger.AvailableNow into the `noop` sink; figures from the query's progress.
+    With `async_progress`, Spark's async progress tracking, which refuses Trigger.AvailableNow: the
+    query then runs batches back to back and is stopped once it has read `records`, and ends with the
+    batch that read the last of them."""
     if work_ms:
         df = df.selectExpr(
             "*",
             f"reflect('java.lang.Thread', 'sleep', cast({work_ms} as bigint)) as work",
         )
     reset_peak_heap(spark)
-    started = time.monotonic()
-    writer = df.writeStream.format("noop").trigger(availableNow=True)
+    started = time.time()
+    writer = df.writeStream.format("noop")
+    if async_progress:
+        writer = writer.option("asyncProgressTrackingEnabled", "true").trigger(processingTime="0 seconds")
+    else:
+        writer = writer.trigger(availableNow=True)
     query = (writer.option("checkpointLocation", checkpoint) if checkpoint else writer).start()
-    query.awaitTermination()
-    elapsed = time.monotonic() - started
+    if async_progress:
+        deadline = time.monotonic() + 1800
+        while (
+            sum(int(p["numInputRows"]) for p in query.recentProgress) < records
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
+        query.stop()
+    else:
+        query.awaitTermination()
+    elapsed = time.time() - started
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     read = sum(int(p["numInputRows"]) for p in progress)
+    if async_progress and progress:  # up to the end of the batch that read the last records
+        elapsed = (
+            _ts(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1000 - started
+        )
     # From the start of the first batch with records to the end of the last one.
     flowing_s = _ts(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1000
     flowing_s -= _ts(progress[0]["timestamp"])
@@ -334,18 +368,24 @@ def batch_parts_ms_p50(progress: list[dict[str, Any]]) -> dict[str, float | None
     }
 
 
-def spark_batch_floor(spark: SparkSession, manager: str, seconds: int = 30) -> dict[str, Any]:
+def spark_batch_floor(
+    spark: SparkSession, setting: str, seconds: int = 30, async_progress: bool = False
+) -> dict[str, Any]:
     """Batches of 8,000 rows (what a kafka-share batch holds on 4 partitions at Kafka's default lock
     limit) from Spark's `rate-micro-batch` source into the `noop` sink, as fast as Spark runs them."""
     source = spark.readStream.format("rate-micro-batch").option("numPartitions", 4)
     df = source.option("rowsPerBatch", 8_000).load()
-    query = df.writeStream.format("noop").start()
+    query = (
+        df.writeStream.format("noop")
+        .option("asyncProgressTrackingEnabled", str(async_progress).lower())
+        .start()
+    )
     time.sleep(seconds)
     query.stop()
     progress = [p for p in query.recentProgress[5:] if p["numInputRows"] > 0]  # past the JIT's first batches
     durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
     return {
-        "scenario": f"floor) Spark's rate-micro-batch source, {manager} checkpoint manager",
+        "scenario": f"floor) Spark's rate-micro-batch source, {setting}",
         "partitions": 4,
         "records_per_batch_p50": _percentile(sorted(float(p["numInputRows"]) for p in progress), 50),
         "batch_ms_p50": _percentile(durations, 50),
@@ -495,9 +535,9 @@ def main() -> None:
     # one (on a local disk, Hadoop's FileContext rename starts a `readlink` process when Hadoop has no
     # native library, as here).
     if "floor" in SECTIONS:
-        measured = [spark_batch_floor(spark, "default")]
+        measured = [spark_batch_floor(spark, "default checkpoint manager")]
         spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_MANAGER)
-        measured.append(spark_batch_floor(spark, "FileSystem-based"))
+        measured.append(spark_batch_floor(spark, "FileSystem-based checkpoint manager"))
         # b) again with that manager, at Kafka's default lock limit and at the most Kafka allows: the
         # two tunings together (on the 4-partition topic only, without the ab section).
         for partitions, topic in (topics or {4: topic_4p}).items():
@@ -506,6 +546,20 @@ def main() -> None:
                     manager = ", FileSystem-based checkpoint manager"
                     measured.append(lock_limit_drain(spark, topic, partitions, consumers, variant, manager))
         spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+        results += measured
+        print(json.dumps(measured), flush=True)
+    # b) again with Spark's async progress tracking (writeStream option asyncProgressTrackingEnabled, for
+    # the noop, console, memory and Kafka sinks): the offset and commit logs are written in the
+    # background, at most once a second, instead of twice a batch.
+    if "async" in SECTIONS:
+        measured = [spark_batch_floor(spark, "async progress tracking", async_progress=True)]
+        for partitions, topic in (topics or {4: topic_4p}).items():
+            for consumers in (1, 2, 4):
+                for variant in ("", " locks 10000"):
+                    setting = ", async progress tracking"
+                    measured.append(
+                        lock_limit_drain(spark, topic, partitions, consumers, variant, setting, True)
+                    )
         results += measured
         print(json.dumps(measured), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():

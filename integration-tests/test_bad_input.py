@@ -170,6 +170,38 @@ def test_the_strategies_that_log_rounds_refuse_a_speculating_application_at_load
     assert not list((tmp_path / "out").glob("batch-*.json")), "the query ran"
 
 
+def test_the_strategies_that_log_rounds_refuse_async_progress_tracking_at_query_start(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """asyncProgressTrackingEnabled is a writeStream option, so the source learns of it when the query
+    starts: the query fails then, before it reads anything."""
+    topic = kafka.new_topic()
+    kafka.produce(topic, ["r"])
+    df = spark.readStream.format("kafka-share").options(
+        **{**VALID, "subscribe": topic, "kafka.share.group.id": group, "startingOffsets": "earliest"},
+        **{"kafka.share.exactly.once.strategy": "checkpoint-dedup"},
+    )
+    query = (
+        df.load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .option("asyncProgressTrackingEnabled", "true")
+        .trigger(processingTime="1 second")
+        .start()
+    )
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(60)
+    message = str(failure.value)
+    conflict = (
+        "[KAFKA_SHARE_CONFLICTING_OPTIONS] Options 'asyncProgressTrackingEnabled', "
+        "'kafka.share.exactly.once.strategy'"
+    )
+    assert conflict in message
+    assert "remove the writeStream option asyncProgressTrackingEnabled" in message
+    assert query.recentProgress == [], "the query ran a batch"
+    assert kafka.total_lag(group) in (None, 1), "the query acknowledged a record"
+
+
 def test_valid_options_load_a_streaming_frame_with_the_kafka_schema_plus_delivery_count(
     spark: SparkSession,
 ) -> None:

@@ -16,7 +16,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col
 from pyspark.sql.streaming import StreamingQuery
 
-from conftest import BOOTSTRAP, KafkaCluster, local_broker, share_stream, values, wait_until
+from conftest import (
+    BOOTSTRAP,
+    KafkaCluster,
+    local_broker,
+    lost_and_duplicated,
+    share_stream,
+    values,
+    wait_until,
+)
 
 
 def consumer_threads(spark: SparkSession) -> int:
@@ -216,6 +224,54 @@ def test_stop_closes_every_consumer_and_leaves_the_group(
     wait_until(lambda: consumer_threads(spark) == 0, 10, "consumer threads ended")
     assert kafka.group_state(group)["members"] == []
     assert kafka.unfinished(group, topic) == 0, "stop must acknowledge what the query committed"
+
+
+def test_a_query_with_async_progress_tracking_stopped_between_batches_accepts_its_last_batch(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """With Spark's async progress tracking a batch's commit log entry is written only with its offset
+    log entry, here the first batch's alone (a 10-minute interval): the stop must go by what the query
+    itself committed, or it gives back the last batch's records, which the sink already has."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(3000)
+    kafka.produce(topic, expected)
+    table = f"async_{group.replace('-', '_')}"
+    checkpoint = tmp_path / "checkpoint"
+    query = (
+        share_stream(spark, topic, group, startingOffsets="earliest", maxRecordsPerTrigger="1000")
+        .select(col("value").cast("string").alias("value"))
+        .writeStream.format("memory")
+        .queryName(table)
+        .option("checkpointLocation", str(checkpoint))
+        .option("asyncProgressTrackingEnabled", "true")
+        .option("asyncProgressTrackingCheckpointIntervalMs", "600000")
+        .trigger(processingTime="4 seconds")
+        .start()
+    )
+    try:
+        # Stopped while it waits for its next trigger, so its consumers hold the last batch's records.
+        wait_until(
+            lambda: sum(p["numInputRows"] > 0 for p in query.recentProgress) >= 2, 60, "two batches read"
+        )
+    finally:
+        query.stop()
+    last = max(p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0)
+    assert not (checkpoint / "commits" / str(last)).exists(), (
+        "the commit log had the last batch: not the case tested"
+    )
+    first = [r.value for r in spark.table(table).collect()]
+    assert 0 < len(first) < len(expected)
+    assert kafka.group_state(group)["members"] == []
+
+    rest: list[str] = []
+    drain = share_stream(spark, topic, group).writeStream.foreachBatch(
+        lambda batch, _: rest.extend(r.v for r in batch.selectExpr("cast(value as string) v").collect())
+    )
+    assert drain.trigger(availableNow=True).start().awaitTermination(120)
+    lost, duplicated = lost_and_duplicated(expected, first + rest)
+    assert not lost, f"{len(lost)} records lost"
+    assert not duplicated, f"{len(duplicated)} records read twice: the stop released a committed batch"
+    assert kafka.unfinished(group, topic) == 0
 
 
 def test_records_of_a_batch_that_never_committed_are_delivered_again(

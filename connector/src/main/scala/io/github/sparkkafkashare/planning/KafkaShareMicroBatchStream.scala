@@ -16,7 +16,7 @@ import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig}
 import org.apache.kafka.common.TopicPartition
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState, StreamingQueryTrigger}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState, RunningStreamingQuery}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
@@ -50,6 +50,15 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   /** Names this run's consumers on the executors; a restarted query gets new ones. */
   private val runId = UUID.randomUUID().toString
   private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
+  /** The query this stream runs in: Spark creates a query's streams on its stream thread. */
+  private val query = RunningStreamingQuery.of(session)
+  // The strategies that log rounds need every batch in Spark's offset log under the round it ran as;
+  // with async progress tracking a restart runs again under round numbers whose logs it overwrites.
+  if (ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy) && query.exists(_.tracksProgressAsynchronously)) {
+    throw KafkaShareErrors.conflictingOptions(Seq(AsyncProgressTrackingOption, KafkaShareSourceOptions.ExactlyOnceStrategyOption),
+      s"Strategy '${options.exactlyOnceStrategy.name}' needs Spark to log every batch's offsets before it runs: " +
+        s"remove the writeStream option $AsyncProgressTrackingOption, or use strategy 'none' or 'idempotent'.")
+  }
   private val admin = new ShareGroupAdmin(options.connection)
   /**
    * Whether slots renew the locks of records whose batch runs longer than half the lock, and the
@@ -97,8 +106,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   /** Rounds this run offered in latestOffset, and whether their tasks may poll. */
   private val offeredRounds = scala.collection.mutable.Map.empty[Long, Boolean]
   private var lastPlanned: Option[PlannedRound] = None
-  /** Batch id to round, to find what the commit log says is committed when the query stops. */
-  private val roundOfBatch = scala.collection.mutable.Map.empty[Long, Long]
   private var committedRound = -1L
   private var topics: Set[String] = Set.empty
   private var topicsChecked: Option[Long] = None
@@ -112,8 +119,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var offeredNothing = false
   /** This run has offered a round that polls: its consumers have joined the group. */
   private var offeredAPoll = false
-  /** Spark asks again 10 ms after a trigger that ran no batch (its default trigger); read on the stream thread. */
-  private lazy val triggersBackToBack = StreamingQueryTrigger.runsBackToBack(session)
+  /** Spark asks again 10 ms after a trigger that ran no batch (its default trigger). */
+  private val triggersBackToBack = query.exists(_.runsBackToBack)
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   /** The counters [[warnOfRedeliveries]] has warned of. */
@@ -187,7 +194,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private def planRound(committedThrough: Long, round: Long): PlannedRound = {
     val offered = offeredRounds.remove(round)
     val poll = offered.getOrElse(false)
-    Option(session.sparkContext.getLocalProperty(BatchIdProperty)).foreach(id => roundOfBatch(id.toLong) = round)
     if (offered.isEmpty) logInfo(s"Batch of round $round is replayed from the offset log: it does not poll.")
     if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.TwoPhaseCommit) {
       PlannedRound(round, counters.acquired.value, Map.empty, replayPartitions(round))
@@ -244,7 +250,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def commit(end: Offset): Unit = {
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
-    roundOfBatch.filterInPlace { case (_, round) => round >= committedRound } // stop() needs no older ones
     marksByRound.keySet().removeIf(_ < committedRound) // slots have settled older rounds
     QueryRunRegistry.publish(runId, RunState(committedRound, slotLocations.homes))
     pruneRecordsLog()
@@ -311,11 +316,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       ("consumers" -> parallelism.toString)).asJava
 
   /**
-   * Settles what the consumers hold (ACCEPT for batches the commit log shows committed, RELEASE
-   * for the rest) and closes them, so the group redelivers nothing that this query committed.
+   * Settles what the consumers hold (ACCEPT for batches the query committed, RELEASE for the rest)
+   * and closes them, so the group redelivers nothing that this query committed.
    */
   override def stop(): Unit = {
-    val committedThrough = math.max(committedRound, lastCommittedBatch().flatMap(roundOfBatch.get).getOrElse(-1L))
+    // Spark commits a source's offsets only once it starts the next batch (with async progress tracking,
+    // once the offset log of a later batch is written), so the query's own record has the last batch.
+    val committedThrough = query.flatMap(_.committedOffset(this)).map(KafkaShareSourceOffset(_).round)
+      .fold(committedRound)(math.max(committedRound, _))
     runs.remove(runId)
     DeliveredRecordsIndex.forget(runId)
     val (homes, lastMarks) = (slotLocations.homes, marks(committedThrough))
@@ -369,23 +377,11 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     refreshTopics()
     backlog.refresh(topics)
   }
-
-  /** The newest batch id in Spark's commit log (`<checkpoint>/commits/<batchId>`), if readable. */
-  private def lastCommittedBatch(): Option[Long] = try {
-    val commits = new Path(checkpointLocation).getParent.getParent.suffix("/commits")
-    val fs = commits.getFileSystem(session.sessionState.newHadoopConf())
-    if (!fs.exists(commits)) None
-    else fs.listStatus(commits).map(_.getPath.getName).filter(_.forall(_.isDigit)).map(_.toLong).maxOption
-  } catch {
-    case NonFatal(e) =>
-      logWarning("Could not read the commit log; uncommitted-looking records will be released", e)
-      None
-  }
 }
 
 private[sparkkafkashare] object KafkaShareMicroBatchStream {
-  /** Set by MicroBatchExecution on the thread that plans each batch. */
-  val BatchIdProperty = "streaming.sql.batchId"
+  /** Spark's writeStream option for async progress tracking. */
+  val AsyncProgressTrackingOption = "asyncProgressTrackingEnabled"
   /** The poll timeout of a round that follows a round that acquired records (see planSlots). */
   val FlowingPollTimeoutMs = 50L
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
