@@ -28,6 +28,10 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      file manager and with its FileSystem-based one; and the b) drains at parallelism 1, 2 and 4 with
      the latter, at the default lock limit and at 10000. A kafka-share batch holds at most the group's
      lock limit per partition, so this cost bounds b.
+  async) the floor's query and the b) drains with Spark's async progress tracking (the offset and commit
+     logs written in the background, at most once a second), at the default lock limit and at 10000;
+     with the default trigger (Spark refuses it with Trigger.AvailableNow), stopped once every record
+     was read.
 
 Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
 planning, the offset log write (walCommit), running the batch (addBatch), the commit log write.
