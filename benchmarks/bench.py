@@ -326,16 +326,14 @@ def drain(
         query.stop()
     else:
         query.awaitTermination()
-    elapsed = time.time() - started
+    stopped = time.time()
     progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
     read = sum(int(p["numInputRows"]) for p in progress)
-    if async_progress and progress:  # up to the end of the batch that read the last records
-        elapsed = (
-            _ts(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1000 - started
-        )
+    last_read = _ts(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1000
+    # An AvailableNow drain ends with its query; one stopped from here, with its last batch with records.
+    elapsed = (last_read if async_progress else stopped) - started
     # From the start of the first batch with records to the end of the last one.
-    flowing_s = _ts(progress[-1]["timestamp"]) + progress[-1]["durationMs"]["triggerExecution"] / 1000
-    flowing_s -= _ts(progress[0]["timestamp"])
+    flowing_s = last_read - _ts(progress[0]["timestamp"])
     durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
     # The records of a batch are accepted by the next batch's tasks, so commit-to-acknowledgement is
     # the gap from a batch's end to the start of the next one.
