@@ -559,9 +559,10 @@ def main() -> None:
             for consumers in (1, 2, 4):
                 for variant in ("", " locks 10000"):
                     setting = ", async progress tracking"
-                    measured.append(
-                        lock_limit_drain(spark, topic, partitions, consumers, variant, setting, True)
+                    result = lock_limit_drain(
+                        spark, topic, partitions, consumers, variant, setting, async_progress=True
                     )
+                    measured.append(result)
         results += measured
         print(json.dumps(measured), flush=True)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():

@@ -177,10 +177,9 @@ def test_the_strategies_that_log_rounds_refuse_async_progress_tracking_at_query_
     starts: the query fails then, before it reads anything."""
     topic = kafka.new_topic()
     kafka.produce(topic, ["r"])
-    df = spark.readStream.format("kafka-share").options(
-        **{**VALID, "subscribe": topic, "kafka.share.group.id": group, "startingOffsets": "earliest"},
-        **{"kafka.share.exactly.once.strategy": "checkpoint-dedup"},
-    )
+    options = {**VALID, "subscribe": topic, "kafka.share.group.id": group, "startingOffsets": "earliest"}
+    options["kafka.share.exactly.once.strategy"] = "checkpoint-dedup"
+    df = spark.readStream.format("kafka-share").options(**options)
     query = (
         df.load()
         .writeStream.format("noop")
