@@ -47,7 +47,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import statistics
 import subprocess
 import time
@@ -212,19 +211,14 @@ WORK_VARIANTS = (
 
 def sbt_jars(project: str, jar_prefix: str) -> list[str]:
     """The jars of a jars-only sbt project of this build that pyspark does not ship."""
+    pyspark_jars = Path(pyspark.__file__).parent / "jars"
     run = subprocess.run(
-        [str(REPO / "dev" / "sbt-classpath"), project, jar_prefix],
+        [str(REPO / "dev" / "sbt-classpath"), project, jar_prefix, str(pyspark_jars)],
         capture_output=True,
         text=True,
         check=True,
     )
-    shipped = {_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return [j for j in run.stdout.strip().split(":") if j.endswith(".jar") and _artifact(j) not in shipped]
-
-
-def _artifact(jar: str) -> str:
-    """`.../kafka-clients-3.9.2.jar` -> `kafka-clients`."""
-    return re.sub(r"-\d[^/]*\.jar$", "", jar.rsplit("/", 1)[-1])
+    return run.stdout.strip().split(",")
 
 
 def read_stream(

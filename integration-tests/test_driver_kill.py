@@ -8,7 +8,15 @@ import json
 import time
 from pathlib import Path
 
-from conftest import KafkaCluster, drained_rows, lost_and_duplicated, run_drain_job, values
+from conftest import (
+    KafkaCluster,
+    drained_rows,
+    lost_and_duplicated,
+    run_drain_job,
+    start_drain_job,
+    values,
+    wait_until,
+)
 
 
 def test_driver_killed_between_sink_write_and_commit_loses_nothing(
@@ -56,3 +64,41 @@ def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit
     assert set(duplicated) == released, f"not released, yet twice: {sorted(set(duplicated) - released)[:5]}"
     assert released <= {value for value, count in rows if count >= 2}
     assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_query_with_async_progress_tracking_into_kafka_killed_mid_stream_loses_nothing(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """Kafka to Kafka, the pipeline Spark's async progress tracking is for: its offset log holds only
+    the first batch, so the restart runs again from there, and the driver dies while the sink is
+    writing a batch. Every record must reach the sink topic; one reaches it twice only if the group
+    delivered it again (the killed batch's, once their locks lapsed)."""
+    topic = kafka.new_topic(partitions=2)
+    sink_topic = kafka.new_topic()
+    expected = values(2_000)
+    kafka.produce(topic, expected)
+    # 200 records a consumer and batch at 10 ms each: a batch writes for about 2 s.
+    job = ("--sink", "kafka", "--sink-topic", sink_topic, "--async-progress")
+    job += ("--max-records-per-trigger", "400")
+    assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "mid-stream") != 0
+    completed = int((tmp_path / "out" / "killed-after-batch").read_text())
+    logged = [int(f.name) for f in (tmp_path / "checkpoint" / "offsets").iterdir() if f.name.isdigit()]
+    assert max(logged) < completed, f"the offset log had batch {completed}: not the case tested"
+
+    restart = start_drain_job(topic, group, tmp_path, *job)
+    try:
+        # The killed batch's records come back once their locks lapse (15 s).
+        wait_until(lambda: kafka.unfinished(group, topic) == 0, 120, "every record acknowledged")
+        (tmp_path / "out" / "done").touch()
+        assert restart.wait(timeout=120) == 0
+    finally:
+        restart.kill()
+    sink = kafka.consume_all(sink_topic, len(expected))
+    written = [(record.value, int(record.headers["deliveryCount"])) for record in sink]
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in written])
+    assert not lost, f"lost {len(lost)} records: acknowledged before the sink wrote them"
+    redelivered = {value for value, delivery_count in written if delivery_count >= 2}
+    assert redelivered, "no record came again: the kill did not catch a batch holding records"
+    assert set(duplicated) <= redelivered, (
+        f"written twice, yet delivered once: {sorted(set(duplicated) - redelivered)[:5]}"
+    )

@@ -6,7 +6,11 @@ existing one (like the file sink and Delta, which skip a batch id they already c
 upsert` is the `idempotent` strategy's JDBC recipe instead: rows upserted into SQLite
 (`--sink-db`, `<out>/sink.db` by default; queries may share one) keyed by (topic, partition, offset),
 with every delivery also appended to `<out>/deliveries.json` lines so the test can count what reached
-the sink.
+the sink. `--sink kafka` is Spark's Kafka sink (the jars of Spark's own kafka source, resolved by
+dev/sbt-classpath), writing each record's value to `--sink-topic` with its deliveryCount in a header
+of that name, 10 ms a record (a Python UDF on the way): the query then runs with the default trigger
+until `<out>/done` appears (at most 180 s), with `--async-progress` under Spark's async progress tracking
+(offset and commit logs written in the background, here only the first batch's: a 10-minute interval).
 
 `--fault task-failure` fails one task attempt of the first batch with records (run with a master that
 retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
@@ -39,7 +43,9 @@ are kept in `<out>/killed.json` when the sink got to see them):
 - `tasks-running`: while the batch's tasks are reading (a slow sink-side evaluation is under way);
 - `sink-written`: after the sink wrote the batch, before Spark writes its commit log;
 - `committed`: after the commit log, before the next batch's tasks acknowledge the records (in this
-  source that is also the moment the next batch's offsets have been logged and nothing has run).
+  source that is also the moment the next batch's offsets have been logged and nothing has run);
+- `mid-stream` (`--sink kafka`): 1 s after the query reported its second batch with records, while the
+  next one is being written (the id of that second batch goes to `<out>/killed-after-batch`).
 
 Used by tests that need a fresh driver (test_driver_kill.py) or executors in JVMs of their own
 (test_executors.py, with --master local-cluster[...]).
@@ -53,14 +59,17 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 from spark_kafka_share import AcknowledgeType, acknowledge, marks
 
 parser = argparse.ArgumentParser()
@@ -70,9 +79,11 @@ parser.add_argument("--master", default="local[2]")
 parser.add_argument("--parallelism", default="2")
 parser.add_argument("--lock-timeout-ms", default="15000")
 parser.add_argument("--strategy", default="none")
-parser.add_argument("--sink", choices=["overwrite", "skip", "upsert"], default="overwrite")
+parser.add_argument("--sink", choices=["overwrite", "skip", "upsert", "kafka"], default="overwrite")
+parser.add_argument("--sink-topic", help="--sink kafka: the topic it writes to")
+parser.add_argument("--async-progress", action="store_true", help="--sink kafka: async progress tracking")
 parser.add_argument("--sink-db", help="--sink upsert: the SQLite file (default <out>/sink.db)")
-parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed"])
+parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed", "mid-stream"])
 parser.add_argument(
     "--kill-once-exists",
     metavar="PATH",
@@ -134,9 +145,18 @@ written_batches: list[int] = []  # ids of the batches the sink wrote, in order
 # A batch in which every consumer read its share of --max-records-per-trigger: all slots hold records.
 full_batch = int(args.max_records_per_trigger or 1)
 
+
+def kafka_sink_jars() -> list[str]:
+    """The jars of Spark's own kafka source (and sink) that pyspark does not ship."""
+    sbt_classpath = Path(__file__).resolve().parents[2] / "dev" / "sbt-classpath"
+    pyspark_jars = Path(pyspark.__file__).parent / "jars"
+    command = [str(sbt_classpath), "sparkKafkaSource", "spark-sql-kafka-0-10_", str(pyspark_jars)]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().split(",")
+
+
 spark = (
     SparkSession.builder.master(args.master)
-    .config("spark.jars", args.jar)
+    .config("spark.jars", ",".join([args.jar, *(kafka_sink_jars() if args.sink == "kafka" else [])]))
     .config("spark.executor.memory", "900m")
     .config("spark.ui.enabled", "false")
     .config(map=dict(conf.split("=", 1) for conf in args.spark_conf))
@@ -322,7 +342,45 @@ def sink(batch: DataFrame, batch_id: int) -> None:
             kill_driver()
 
 
-writer = (
+def run_into_kafka(records: DataFrame) -> StreamingQuery:
+    """--sink kafka: runs the query until `<out>/done` appears (180 s at most), or kills the driver
+    mid-stream."""
+    writer = (
+        records.select(
+            slowly(F.col("value").cast("string")).alias("value"),
+            F.array(
+                F.struct(
+                    F.lit("deliveryCount").alias("key"),
+                    F.col("deliveryCount").cast("string").cast("binary").alias("value"),
+                )
+            ).alias("headers"),
+        )
+        .writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.sink_topic)
+        .option("checkpointLocation", args.checkpoint)
+    )
+    if args.async_progress:
+        writer = writer.option("asyncProgressTrackingEnabled", "true").option(
+            "asyncProgressTrackingCheckpointIntervalMs", "600000"
+        )
+    query = writer.start()
+    deadline = time.monotonic() + 180
+    while query.isActive and not (out / "done").exists() and time.monotonic() < deadline:
+        read = [progress["batchId"] for progress in query.recentProgress if progress["numInputRows"] > 0]
+        if args.kill_at == "mid-stream" and len(read) >= 2:
+            (out / "killed-after-batch").write_text(str(read[-1]))
+            time.sleep(1)
+            kill_driver()
+        time.sleep(0.2)
+    query.stop()
+    failure = query.exception()
+    if failure:
+        raise failure
+    return query
+
+
+share_records = (
     spark.readStream.format("kafka-share")
     .option("kafka.bootstrap.servers", args.bootstrap)
     .option("kafka.share.group.id", args.group)
@@ -338,10 +396,11 @@ writer = (
     )
     .options(**dict(option.split("=", 1) for option in args.option))
     .load()
-    .writeStream.foreachBatch(sink)
-    .option("checkpointLocation", args.checkpoint)
 )
-if args.stop_once_read:
+writer = share_records.writeStream.foreachBatch(sink).option("checkpointLocation", args.checkpoint)
+if args.sink == "kafka":
+    query = run_into_kafka(share_records)
+elif args.stop_once_read:
     query = writer.start()
     started = time.monotonic()
     while len(read_values) < args.stop_once_read and query.isActive:
