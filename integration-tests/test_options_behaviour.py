@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
@@ -28,19 +27,6 @@ def drain(df: DataFrame) -> list[list[tuple[str, ...]]]:
     assert query.awaitTermination(180)
     assert query.exception() is None
     return batches
-
-
-def counting_slots(read: list[str], per_slot: list[Counter[int]]) -> Callable[[DataFrame, int], None]:
-    """A foreachBatch sink that adds each value to `read`, and each non-empty batch's records per slot
-    (input partition) to `per_slot`."""
-
-    def sink(batch: DataFrame, _batch_id: int) -> None:
-        rows = batch.selectExpr("spark_partition_id() slot", "cast(value as string) v").collect()
-        read.extend(r.v for r in rows)
-        if rows:
-            per_slot.append(Counter(r.slot for r in rows))
-
-    return sink
 
 
 def test_subscribe_pattern_reads_every_matching_topic_and_no_other(
@@ -87,7 +73,12 @@ def test_more_consumers_than_partitions_share_each_batch(
     kafka.produce(topic, values(20_000))
     read: list[str] = []
     per_slot: list[Counter[int]] = []
-    sink = counting_slots(read, per_slot)
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("spark_partition_id() slot", "cast(value as string) v").collect()
+        read.extend(r.v for r in rows)
+        if rows:
+            per_slot.append(Counter(r.slot for r in rows))
 
     df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "4"})
     query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
@@ -110,7 +101,12 @@ def test_poll_sizes_follow_partitions_added_while_the_query_runs(
     kafka.produce(topic, before)
     read: list[str] = []
     per_slot: list[Counter[int]] = []
-    sink = counting_slots(read, per_slot)
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("spark_partition_id() slot", "cast(value as string) v").collect()
+        read.extend(r.v for r in rows)
+        if rows:
+            per_slot.append(Counter(r.slot for r in rows))
 
     df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "4"})
     query = df.writeStream.foreachBatch(sink).start()
