@@ -73,14 +73,11 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   private val counts = new TaskCounts(metrics)
 
-  private val consumerConfig = {
+  private val slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), {
     val config = partition.consumerConfig
     val clientId = config(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
     (config + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
-  }
-  /** Borrowed for the task; replaced before the poll if the round's consumer settings changed. */
-  private var slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), consumerConfig,
-    partition.lockTimeoutMs, partition.renewLocks)
+  }, partition.lockTimeoutMs, partition.renewLocks)
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
@@ -89,8 +86,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     if (recordsLog.isEmpty) {
       context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
     }
-    // Not held if replacing the slot failed after giving the old one up.
-    context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
+    context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(SlotRead(partition.slot, partition.round, here))
     slot.heldFor(partition.round) match {
@@ -109,10 +105,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
         // fetch carrying them has been seen to hand the same records back to this client again and again.
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
-        if (partition.poll && slot.config != consumerConfig) {
-          counts.addAll(slot.drainAcknowledgementEvents().byMetric)
-          slot = ShareConsumerPool.replace(slot, consumerConfig, partition.lockTimeoutMs, partition.renewLocks)
-        }
         if (partition.poll) {
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           counts.add(_.acquired, polled.size)

@@ -73,19 +73,6 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     } else slot
   }
 
-  /**
-   * Swaps a borrowed slot's consumer for one with `config`: the query's poll sizes changed with the
-   * partitions it subscribes to. The caller has settled the slot, so closing it releases only what
-   * the client took in ahead (delivered again), and the new consumer joins the group in its place.
-   * Returns the new slot, borrowed.
-   */
-  def replace(slot: ShareConsumerSlot, config: java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
-      : ShareConsumerSlot = {
-    close(slot.key, committedThrough = -1L, AcknowledgementMarks.None)
-    slot.lock.unlock()
-    borrow(slot.key, config, lockMs, renewLocks)
-  }
-
   def giveBack(slot: ShareConsumerSlot): Unit = {
     slot.lastUsedNanos = System.nanoTime()
     slot.lock.unlock()
