@@ -152,6 +152,16 @@ class KafkaCluster:
         options = {"kafka.bootstrap.servers": self.bootstrap, "kafka.share.group.id": group}
         return dict(json.loads(jvm.io.github.sparkkafkashare.KafkaShareGroups.describeJson(options)))
 
+    def assignment_settled(self, group: str, consumers: int, partitions: int) -> bool:
+        """Whether the group's `consumers` members each hold their share of `partitions` (Kafka's
+        simple assignor gives each partition to consumers/partitions members when there are more
+        consumers than partitions). Until then a member that joined first may hold partitions that
+        Kafka moves to another member soon after, and cannot acknowledge or renew what it acquired of
+        them: those records come back once their lock expires."""
+        members = self.group_state(group)["members"]
+        held = [len(m["assignment"]) for m in members]
+        return len(held) == consumers and min(held, default=0) > 0 and sum(held) == max(consumers, partitions)
+
     def set_group_config(self, group: str, name: str, value: str) -> None:
         entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
         resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
