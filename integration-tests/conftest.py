@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
     ResourceType,
 )
@@ -101,6 +102,10 @@ class KafkaCluster:
         futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         futures[name].result(timeout=30)
         return name
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grows `topic` to `total` partitions."""
+        self.admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=30)
 
     def produce(
         self,

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import BOOTSTRAP, KafkaCluster, share_stream, values
+from conftest import BOOTSTRAP, KafkaCluster, share_stream, values, wait_until
 
 
 def drain(df: DataFrame) -> list[list[tuple[str, ...]]]:
@@ -26,6 +28,19 @@ def drain(df: DataFrame) -> list[list[tuple[str, ...]]]:
     assert query.awaitTermination(180)
     assert query.exception() is None
     return batches
+
+
+def counting_slots(read: list[str], per_slot: list[Counter[int]]) -> Callable[[DataFrame, int], None]:
+    """A foreachBatch sink that adds each value to `read`, and each non-empty batch's records per slot
+    (input partition) to `per_slot`."""
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = batch.selectExpr("spark_partition_id() slot", "cast(value as string) v").collect()
+        read.extend(r.v for r in rows)
+        if rows:
+            per_slot.append(Counter(r.slot for r in rows))
+
+    return sink
 
 
 def test_subscribe_pattern_reads_every_matching_topic_and_no_other(
@@ -72,12 +87,7 @@ def test_more_consumers_than_partitions_share_each_batch(
     kafka.produce(topic, values(20_000))
     read: list[str] = []
     per_slot: list[Counter[int]] = []
-
-    def sink(batch: DataFrame, _batch_id: int) -> None:
-        rows = batch.selectExpr("spark_partition_id() slot", "cast(value as string) v").collect()
-        read.extend(r.v for r in rows)
-        if rows:
-            per_slot.append(Counter(r.slot for r in rows))
+    sink = counting_slots(read, per_slot)
 
     df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "4"})
     query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
@@ -86,6 +96,42 @@ def test_more_consumers_than_partitions_share_each_batch(
     assert sorted(read) == values(20_000)
     assert max(n for batch in per_slot for n in batch.values()) <= 500, per_slot
     assert max(len(batch) for batch in per_slot) == 4, per_slot
+
+
+def test_poll_sizes_follow_partitions_added_while_the_query_runs(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """Four consumers of one partition each poll at most 500 records, strictly (test above). Once the
+    topic has four partitions, each consumer can have one of its own: the query replaces its consumers
+    with ones that poll up to the lock limit, and a slot's part of a batch passes 500. (Before, the
+    poll sizes of the query's start stayed until it restarted.)"""
+    topic = kafka.new_topic(partitions=1)
+    before = values(4_000, "a")
+    kafka.produce(topic, before)
+    read: list[str] = []
+    per_slot: list[Counter[int]] = []
+    sink = counting_slots(read, per_slot)
+
+    df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "4"})
+    query = df.writeStream.foreachBatch(sink).start()
+    try:
+        wait_until(lambda: len(read) >= len(before), 60, "the first records read")
+        batches_before = len(per_slot)
+        kafka.add_partitions(topic, 4)
+        time.sleep(6)  # the driver describes the subscribed topics again every 5 s
+        after = values(40_000, "b")
+        for partition in range(4):
+            kafka.produce(topic, after[partition::4], partition=partition)
+        wait_until(lambda: len(read) >= len(before) + len(after), 120, "every record read")
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert sorted(read) == sorted(before + after)
+    assert max(n for batch in per_slot[:batches_before] for n in batch.values()) <= 500, per_slot
+    grown = per_slot[batches_before:]
+    assert max(n for batch in grown for n in batch.values()) > 500, grown
+    assert kafka.group_state(group)["members"] == [], "a replaced consumer stayed in the group"
+    assert kafka.unfinished(group, topic) == 0
 
 
 def test_one_consumer_of_several_partitions_polls_all_that_a_raised_lock_limit_lets_it_hold(

@@ -73,11 +73,14 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   private val counts = new TaskCounts(metrics)
 
-  private val slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), {
+  private val consumerConfig = {
     val config = partition.consumerConfig
     val clientId = config(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
     (config + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
-  }, partition.lockTimeoutMs, partition.renewLocks)
+  }
+  /** Borrowed for the task; replaced before the poll if the round's consumer settings changed. */
+  private var slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), consumerConfig,
+    partition.lockTimeoutMs, partition.renewLocks)
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
@@ -86,7 +89,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     if (recordsLog.isEmpty) {
       context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
     }
-    context.addTaskCompletionListener[Unit](_ => ShareConsumerPool.giveBack(slot))
+    // Not held if replacing the slot failed after giving the old one up.
+    context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(SlotRead(partition.slot, partition.round, here))
     slot.heldFor(partition.round) match {
@@ -105,6 +109,10 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
         // fetch carrying them has been seen to hand the same records back to this client again and again.
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
+        if (partition.poll && slot.config != consumerConfig) {
+          counts.addAll(slot.drainAcknowledgementEvents().byMetric)
+          slot = ShareConsumerPool.replace(slot, consumerConfig, partition.lockTimeoutMs, partition.renewLocks)
+        }
         if (partition.poll) {
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           counts.add(_.acquired, polled.size)

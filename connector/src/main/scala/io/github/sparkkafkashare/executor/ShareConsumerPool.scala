@@ -10,6 +10,7 @@ import scala.util.control.NonFatal
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
+import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
@@ -71,6 +72,22 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       slot.lock.unlock()
       borrow(key, config, lockMs, renewLocks)
     } else slot
+  }
+
+  /**
+   * Swaps a borrowed slot's consumer for one with `config`: the query's poll sizes changed with the
+   * partitions it subscribes to. The caller has settled the slot, so closing it releases only what
+   * the client took in ahead (delivered again), and the new consumer joins the group in its place.
+   * Returns the new slot, borrowed.
+   */
+  def replace(slot: ShareConsumerSlot, config: java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
+      : ShareConsumerSlot = {
+    val pollSize = ConsumerConfig.MAX_POLL_RECORDS_CONFIG
+    logInfo(s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from " +
+      s"${slot.config.get(pollSize)} to ${config.get(pollSize)} (the subscribed partitions changed).")
+    close(slot.key, committedThrough = -1L, AcknowledgementMarks.None)
+    slot.lock.unlock()
+    borrow(slot.key, config, lockMs, renewLocks)
   }
 
   def giveBack(slot: ShareConsumerSlot): Unit = {

@@ -57,7 +57,7 @@ private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, e
  */
 private[sparkkafkashare] final class ShareConsumerSlot(
     val key: SlotKey,
-    config: java.util.Map[String, Object],
+    private[executor] val config: java.util.Map[String, Object],
     configuredLockMs: Long,
     renewLocks: Boolean)
   extends Logging {

@@ -43,6 +43,9 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
   }
 
+  /** How many partitions the subscribed topics had when last described (every [[PartitionsRefreshNanos]] at most). */
+  def partitionCount: Option[Int] = described.map(_.partitions.size)
+
   /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last [[refresh]]. */
   def quietForALock: Boolean = {
     val now = System.nanoTime()

@@ -61,24 +61,19 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
   private val admin = new ShareGroupAdmin(options.connection)
   /**
-   * Whether slots renew the locks of records whose batch runs longer than half the lock, and the
-   * settings of this run's share consumers (poll sizes depend on the partitions when it starts).
+   * Whether slots renew the locks of records whose batch runs longer than half the lock, the group's
+   * lock limit per partition, and the partitions of the subscribed topics when the run starts.
    */
-  private val (renewLocks, consumerConfig) = try {
+  private val (renewLocks, recordLocks, partitionsAtStart) = try {
     admin.checkShareGroupsEnabled()
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
     val limits = admin.configureGroup(options, subscribed)
-    val recordLocks = limits.recordLocksPerPartition
-    val partitions = subscribed.size
-    val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
-    val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
-    logInfo(s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
-      s"($recordLocks records in flight per partition) each poll up to " +
-      s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "." else
-        ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
-        "'kafka.share.acquire.mode' to choose otherwise."))
-    (limits.renewAllowed, settings)
+    (limits.renewAllowed, limits.recordLocksPerPartition, subscribed.size)
   } catch { case NonFatal(e) => admin.close(); throw e }
+  /** The partitions [[consumerConfig]] was worked out for (see [[followPartitions]]). */
+  private var consumerPartitions = partitionsAtStart
+  /** The settings of this run's share consumers: their poll sizes depend on the subscribed partitions. */
+  private var consumerConfig = consumerSettings(partitionsAtStart)
   if (!renewLocks) {
     logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
       "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
@@ -207,7 +202,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   /** One partition per slot: settle what the slot holds, then poll unless `poll` is false. */
   private def planSlots(committedThrough: Long, round: Long, poll: Boolean): PlannedRound = {
-    if (poll) outage.attempt("listing the subscribed topics")(refreshTopics()) // else the round keeps the last list
+    if (poll) { // else the round keeps the last list and settings
+      outage.attempt("listing the subscribed topics")(refreshTopics())
+      followPartitions()
+    }
 
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
     // outpaced by the others (a fetch acquires whole record batches, and the group's lock limit per
@@ -333,6 +331,29 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       QueryRunRegistry.markStopped(runId, RunState(committedThrough, homes), lastMarks.plain)
       admin.close()
     }
+  }
+
+  private def consumerSettings(partitions: Int): Map[String, String] = {
+    val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
+    val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
+    logInfo(s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
+      s"($recordLocks records in flight per partition) each poll up to " +
+      s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "." else
+        ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
+        "'kafka.share.acquire.mode' to choose otherwise."))
+    settings
+  }
+
+  /**
+   * Works the consumers' settings out again when the subscribed topics, as the backlog last described
+   * them, have another number of partitions (a topic grew, or a pattern matched one more): poll sizes
+   * follow the partitions each consumer has, or shares. A slot's next task that polls replaces its
+   * consumer when the settings differ, so this changes nothing unless the poll sizes do.
+   */
+  private def followPartitions(): Unit = backlog.partitionCount.filter(_ != consumerPartitions).foreach { partitions =>
+    logInfo(s"The subscribed topics have $partitions partitions, where they had $consumerPartitions.")
+    consumerPartitions = partitions
+    consumerConfig = consumerSettings(partitions)
   }
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {
