@@ -98,13 +98,16 @@ def test_more_consumers_than_partitions_share_each_batch(
     assert max(len(batch) for batch in per_slot) == 4, per_slot
 
 
-def test_poll_sizes_follow_partitions_added_while_the_query_runs(
-    spark: SparkSession, kafka: KafkaCluster, group: str
+@pytest.mark.parametrize("change", ["partitions-added", "lock-limit-raised"])
+def test_poll_sizes_follow_the_partitions_and_the_lock_limit_while_the_query_runs(
+    spark: SparkSession, kafka: KafkaCluster, group: str, change: str
 ) -> None:
-    """Four consumers of one partition each poll at most 500 records, strictly (test above). Once the
-    topic has four partitions, each consumer can have one of its own: the query replaces its consumers
-    with ones that poll up to the lock limit, and a slot's part of a batch passes 500. (Before, the
-    poll sizes of the query's start stayed until it restarted.)"""
+    """Four consumers of one partition each poll at most 500 records, strictly (test above): their
+    even share of the group's 2000 locks. Once the topic has four partitions, each consumer can have
+    one of its own; once the group's limit is 4000 (set with Kafka's Admin API, as `kafka-configs`
+    does), each one's share is 1000. Either way the query replaces its consumers with ones that poll
+    more, and a slot's part of a batch passes 500. (Before, the poll sizes of the query's start
+    stayed until it restarted.)"""
     topic = kafka.new_topic(partitions=1)
     before = values(4_000, "a")
     kafka.produce(topic, before)
@@ -117,19 +120,23 @@ def test_poll_sizes_follow_partitions_added_while_the_query_runs(
     try:
         wait_until(lambda: len(read) >= len(before), 60, "the first records read")
         batches_before = len(per_slot)
-        kafka.add_partitions(topic, 4)
-        time.sleep(6)  # the driver describes the subscribed topics again every 5 s
+        partitions = 4 if change == "partitions-added" else 1
+        if change == "partitions-added":
+            kafka.add_partitions(topic, partitions)
+        else:
+            kafka.set_group_config(group, "share.partition.max.record.locks", "4000")
+        time.sleep(6)  # the driver reads the partitions and the lock limit again every 5 s
         after = values(40_000, "b")
-        for partition in range(4):
-            kafka.produce(topic, after[partition::4], partition=partition)
+        for partition in range(partitions):
+            kafka.produce(topic, after[partition::partitions], partition=partition)
         wait_until(lambda: len(read) >= len(before) + len(after), 120, "every record read")
     finally:
         query.stop()
     assert query.exception() is None
     assert sorted(read) == sorted(before + after)
     assert max(n for batch in per_slot[:batches_before] for n in batch.values()) <= 500, per_slot
-    grown = per_slot[batches_before:]
-    assert max(n for batch in grown for n in batch.values()) > 500, grown
+    changed = per_slot[batches_before:]
+    assert max(n for batch in changed for n in batch.values()) > 500, changed
     assert kafka.group_state(group)["members"] == [], "a replaced consumer stayed in the group"
     assert kafka.unfinished(group, topic) == 0
 

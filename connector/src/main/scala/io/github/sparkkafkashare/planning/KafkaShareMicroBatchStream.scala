@@ -61,19 +61,22 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
   private val admin = new ShareGroupAdmin(options.connection)
   /**
-   * Whether slots renew the locks of records whose batch runs longer than half the lock, the group's
-   * lock limit per partition, and the partitions of the subscribed topics when the run starts.
+   * Whether slots renew the locks of records whose batch runs longer than half the lock, and what
+   * the poll sizes of this run's consumers depend on when it starts: the partitions of the subscribed
+   * topics and the group's lock limit per partition.
    */
-  private val (renewLocks, recordLocks, partitionsAtStart) = try {
+  private val (renewLocks, startedWith) = try {
     admin.checkShareGroupsEnabled()
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
     val limits = admin.configureGroup(options, subscribed)
-    (limits.renewAllowed, limits.recordLocksPerPartition, subscribed.size)
+    (limits.renewAllowed, PollSizeBasis(subscribed.size, limits.recordLocksPerPartition))
   } catch { case NonFatal(e) => admin.close(); throw e }
-  /** The partitions [[consumerConfig]] was worked out for (see [[followPartitions]]). */
-  private var consumerPartitions = partitionsAtStart
-  /** The settings of this run's share consumers: their poll sizes depend on the subscribed partitions. */
-  private var consumerConfig = consumerSettings(partitionsAtStart)
+  /** What [[consumerConfig]] was worked out for (see [[followPollSizeBasis]]). */
+  private var pollSizeBasis = startedWith
+  /** The settings of this run's share consumers: their poll sizes depend on [[pollSizeBasis]]. */
+  private var consumerConfig = consumerSettings(startedWith)
+  /** When the group's lock limit was last read (see [[followPollSizeBasis]]). */
+  private var recordLocksChecked = System.nanoTime()
   if (!renewLocks) {
     logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
       "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
@@ -204,7 +207,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private def planSlots(committedThrough: Long, round: Long, poll: Boolean): PlannedRound = {
     if (poll) { // else the round keeps the last list and settings
       outage.attempt("listing the subscribed topics")(refreshTopics())
-      followPartitions()
+      followPollSizeBasis()
     }
 
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
@@ -333,7 +336,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     }
   }
 
-  private def consumerSettings(partitions: Int): Map[String, String] = {
+  private def consumerSettings(basis: PollSizeBasis): Map[String, String] = {
+    val PollSizeBasis(partitions, recordLocks) = basis
     val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
     val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
     logInfo(s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
@@ -346,14 +350,32 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   /**
    * Works the consumers' settings out again when the subscribed topics, as the backlog last described
-   * them, have another number of partitions (a topic grew, or a pattern matched one more): poll sizes
-   * follow the partitions each consumer has, or shares. A slot's next task that polls replaces its
-   * consumer when the settings differ, so this changes nothing unless the poll sizes do.
+   * them, have another number of partitions (a topic grew, or a pattern matched one more), or the
+   * group's lock limit, read again every [[Backlog.PartitionsRefreshNanos]], changed: poll sizes follow
+   * the partitions each consumer has, or shares, and their locks. A slot's next task that polls
+   * replaces its consumer when the settings differ, so this changes nothing unless the poll sizes do.
    */
-  private def followPartitions(): Unit = backlog.partitionCount.filter(_ != consumerPartitions).foreach { partitions =>
-    logInfo(s"The subscribed topics have $partitions partitions, where they had $consumerPartitions.")
-    consumerPartitions = partitions
-    consumerConfig = consumerSettings(partitions)
+  private def followPollSizeBasis(): Unit = {
+    val now = System.nanoTime()
+    // Not read while the cluster is unreachable, nor counted as a failed lookup: the last limit serves.
+    val recordLocks = if (outage.ongoing || now - recordLocksChecked < Backlog.PartitionsRefreshNanos) {
+      pollSizeBasis.recordLocks
+    } else {
+      recordLocksChecked = now
+      try admin.recordLocksPerPartition() catch {
+        case NonFatal(e) =>
+          logDebug(s"Reading the lock limit of share group '${options.groupId}' failed; keeping the last", e)
+          pollSizeBasis.recordLocks
+      }
+    }
+    val basis = PollSizeBasis(backlog.partitionCount.getOrElse(pollSizeBasis.partitions), recordLocks)
+    if (basis != pollSizeBasis) {
+      logInfo(s"Share group '${options.groupId}': the subscribed topics have ${basis.partitions} partitions and " +
+        s"${basis.recordLocks} records in flight per partition, where they had ${pollSizeBasis.partitions} and " +
+        s"${pollSizeBasis.recordLocks}.")
+      pollSizeBasis = basis
+      consumerConfig = consumerSettings(basis)
+    }
   }
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {
@@ -414,6 +436,9 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
 
   def running(runId: String): Option[KafkaShareMicroBatchStream] = Option(runs.get(runId))
 }
+
+/** What the consumers' poll sizes are worked out from: the subscribed partitions and the group's lock limit per partition. */
+private final case class PollSizeBasis(partitions: Int, recordLocks: Int)
 
 /**
  * A planned round, with the acquired-records counter before it ran and what [[Backlog]] noted as

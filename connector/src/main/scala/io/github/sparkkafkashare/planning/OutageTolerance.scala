@@ -15,6 +15,9 @@ private[planning] final class OutageTolerance(admin: ShareGroupAdmin, maxFailure
   /** Lookups in a row that could not reach the cluster. Only the stream execution thread uses this. */
   private var failures = 0
 
+  /** Whether the last lookup could not reach the cluster. */
+  def ongoing: Boolean = failures > 0
+
   /**
    * `lookup`'s answer, or None when the cluster is unreachable and the query can still wait for it.
    * Only a lookup that the cluster answered ends an outage: one that needed no call (topics not yet

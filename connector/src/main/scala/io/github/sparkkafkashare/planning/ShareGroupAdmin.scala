@@ -79,9 +79,14 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     startNewPartitions(partitions.filterNot(states.contains), resetInEffect)
     GroupLimits(
       renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-      recordLocksPerPartition = options.partitionMaxRecordLocks
-        .orElse(configs.get(RecordLocksConfig).flatMap(_.toIntOption)).getOrElse(DefaultRecordLocksPerPartition))
+      recordLocksPerPartition = options.partitionMaxRecordLocks.getOrElse(recordLocksIn(configs)))
   }
+
+  /** The group's lock limit per partition as its config says now (changed with `kafka-configs`, say). */
+  def recordLocksPerPartition(): Int = recordLocksIn(groupConfigs())
+
+  private def recordLocksIn(configs: Map[String, String]): Int =
+    configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition)
 
   /**
    * Gives each share-partition the group has no state for its start offset now, where
