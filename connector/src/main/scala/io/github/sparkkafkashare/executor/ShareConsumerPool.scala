@@ -84,7 +84,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       : ShareConsumerSlot = {
     val pollSize = ConsumerConfig.MAX_POLL_RECORDS_CONFIG
     logInfo(s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from " +
-      s"${slot.config.get(pollSize)} to ${config.get(pollSize)} (the subscribed partitions changed).")
+      s"${slot.config.get(pollSize)} to ${config.get(pollSize)} (the subscribed partitions or the group's lock limit changed).")
     close(slot.key, committedThrough = -1L, AcknowledgementMarks.None)
     slot.lock.unlock()
     borrow(slot.key, config, lockMs, renewLocks)
