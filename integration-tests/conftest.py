@@ -283,6 +283,13 @@ def source_metrics(query: StreamingQuery) -> dict[str, str]:
     return dict(progress["sources"][0]["metrics"]) if progress else {}
 
 
+def batch_committed(query: StreamingQuery, batch_id: int) -> bool:
+    """Whether Spark has committed batch `batch_id`: it reports a batch's progress only after writing
+    the batch to its commit log."""
+    progress = query.lastProgress
+    return progress is not None and progress["batchId"] >= batch_id
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -217,6 +217,10 @@ def test_stop_closes_every_consumer_and_leaves_the_group(
     )
     try:
         wait_until(lambda: len(got) >= 1000, 60, "every record was read")
+        # Spark reports a batch's progress once it has committed it; stop must acknowledge those.
+        wait_until(
+            lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 1000, 30, "its batches committed"
+        )
         assert consumer_threads(spark) >= 3
         assert len(kafka.group_state(group)["members"]) == 3
     finally:
