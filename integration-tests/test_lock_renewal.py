@@ -124,6 +124,30 @@ def test_records_acquired_while_a_long_batch_runs_keep_their_locks_until_the_nex
     assert metrics["locksExpired"] == "0"
 
 
+def test_renewal_that_an_operator_allows_while_the_query_runs_keeps_a_long_batch_locked(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # The group refuses renewal when the query starts; an operator allows it (as `kafka-configs` does)
+    # while the query runs, and the query renews from then on, without a restart.
+    topic = kafka.new_topic(partitions=2)
+    expected = values(2000)
+    kafka.refuse_lock_renewal(group)
+
+    def allow_renewal_then_produce() -> None:
+        kafka.set_group_config(group, "share.renew.acknowledge.enable", "true")
+        time.sleep(6)  # the driver reads the group's configs again every 5 s
+        kafka.produce(topic, expected, key=str)
+
+    seen, metrics = run_with_one_slow_batch(
+        spark, kafka, topic, group, expected, once_settled=allow_renewal_then_produce
+    )
+
+    assert sorted(v for v, _ in seen) == expected, "records lost or delivered twice"
+    assert {count for _, count in seen} == {1}, "records lost their locks: renewal was not taken up"
+    assert int(metrics["lockRenewals"]) > 0
+    assert metrics["locksExpired"] == "0"
+
+
 def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_and_the_log_say_so(
     spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str]
 ) -> None:

@@ -80,7 +80,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   }
   /** Borrowed for the task; replaced before the poll if the round's consumer settings changed. */
   private var slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), consumerConfig,
-    partition.lockTimeoutMs, partition.renewLocks)
+    partition.groupLimits.lockDurationMs, partition.groupLimits.renewAllowed)
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
@@ -111,7 +111,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
         if (partition.poll && slot.config != consumerConfig) {
           counts.addAll(slot.drainAcknowledgementEvents().byMetric)
-          slot = ShareConsumerPool.replace(slot, consumerConfig, partition.lockTimeoutMs, partition.renewLocks)
+          slot = ShareConsumerPool.replace(slot, consumerConfig, partition.groupLimits.lockDurationMs,
+            partition.groupLimits.renewAllowed)
         }
         if (partition.poll) {
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))

@@ -62,7 +62,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     }
   }
 
-  /** The slot's consumer, created on first use, locked for the caller until [[giveBack]]. */
+  /**
+   * The slot's consumer, created on first use, locked for the caller until [[giveBack]]; it takes
+   * the group's lock duration and renewal as the caller's round has them.
+   */
   def borrow(key: SlotKey, config: => java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
       : ShareConsumerSlot = {
     background // started with the first consumer
@@ -71,7 +74,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     if (slots.get(key) ne slot) { // closed while we waited
       slot.lock.unlock()
       borrow(key, config, lockMs, renewLocks)
-    } else slot
+    } else {
+      slot.follow(lockMs, renewLocks)
+      slot
+    }
   }
 
   /**

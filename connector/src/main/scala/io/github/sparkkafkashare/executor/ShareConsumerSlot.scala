@@ -51,15 +51,16 @@ private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, e
  * while its round is empty, takes what the background fetch brings in ([[acquiredAhead]]) to renew
  * it until the next round hands it out.
  *
- * @param configuredLockMs the lock duration the query asked for, until the broker tells the real one
+ * @param configuredLockMs the group's lock duration as the driver read it, until the broker tells the real one
  * @param renewLocks       false when the group refuses RENEW: a refused renewal leaves the client
  *                         returning the records again from later polls, so it is never tried then
+ * Both follow the group's configs: each task that borrows the slot brings the driver's latest ([[follow]]).
  */
 private[sparkkafkashare] final class ShareConsumerSlot(
     val key: SlotKey,
     private[executor] val config: java.util.Map[String, Object],
-    configuredLockMs: Long,
-    renewLocks: Boolean)
+    @volatile private var configuredLockMs: Long,
+    @volatile private var renewLocks: Boolean)
   extends Logging {
 
   private val consumer =
@@ -108,6 +109,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private def withConsumer[T](body: => T): T = {
     consumerLock.lockInterruptibly()
     try body finally consumerLock.unlock()
+  }
+
+  /** Takes the group's lock duration and whether it allows renewal, as a task brought them from the driver. */
+  def follow(lockMs: Long, renewAllowed: Boolean): Unit = {
+    configuredLockMs = lockMs
+    renewLocks = renewAllowed
   }
 
   /** What happened to acknowledgements and locks since the last call. */

@@ -22,9 +22,9 @@ import org.apache.kafka.common.TopicPartition
  * to expire.
  *
  * @param clientIdPrefix the client id prefix of this query run's consumers
- * @param lockNanos      the group's acquisition lock duration
+ * @param lockNanos      the group's acquisition lock duration, as last read
  */
-private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String, lockNanos: Long) {
+private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String, lockNanos: () => Long) {
   import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
@@ -39,7 +39,7 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
     val ends = admin.endOffsets(quiet.keySet)
     quiet = quiet.filter { case (tp, q) => ends.get(tp).contains(q.endOffset) }
     val now = System.nanoTime()
-    val counted = lags.filter { case (tp, _) => !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos) }
+    val counted = lags.filter { case (tp, _) => !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos()) }
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
   }
 
@@ -49,7 +49,7 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
   /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last [[refresh]]. */
   def quietForALock: Boolean = {
     val now = System.nanoTime()
-    quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos)
+    quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos())
   }
 
   /** Taken when a round that waits the full poll timeout is planned: the partitions with records left that its consumers will fetch. */

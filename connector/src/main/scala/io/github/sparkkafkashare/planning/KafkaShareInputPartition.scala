@@ -16,8 +16,8 @@ import org.apache.spark.sql.connector.read.InputPartition
  * @param poll             false for a round that only settles (a replayed batch after a restart,
  *                         or the closing round of Trigger.AvailableNow)
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
- * @param lockTimeoutMs    the records' lock duration until the broker reports it; drives renewal
- * @param renewLocks       false when the group refuses lock renewal
+ * @param groupLimits      the group's limits as the driver last read them: whether the slot renews
+ *                         locks, and their duration until the broker reports it
  */
 private[sparkkafkashare] final case class KafkaShareInputPartition(
     runId: String,
@@ -31,8 +31,7 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     consumerConfig: Map[String, String],
     includeHeaders: Boolean,
     pollTimeoutMs: Long,
-    lockTimeoutMs: Long,
-    renewLocks: Boolean,
+    groupLimits: GroupLimits,
     location: Option[String])
   extends InputPartition {
 

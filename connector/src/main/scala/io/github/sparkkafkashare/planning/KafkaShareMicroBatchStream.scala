@@ -61,26 +61,20 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
   private val admin = new ShareGroupAdmin(options.connection)
   /**
-   * Whether slots renew the locks of records whose batch runs longer than half the lock, and what
-   * the poll sizes of this run's consumers depend on when it starts: the partitions of the subscribed
-   * topics and the group's lock limit per partition.
+   * The group's limits (lock renewal allowed, lock limit per partition, lock duration) as this run
+   * last read them, and what [[consumerConfig]] was worked out for (see [[followGroup]]).
    */
-  private val (renewLocks, startedWith) = try {
+  private var (groupLimits, pollSizeBasis) = try {
     admin.checkShareGroupsEnabled()
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
     val limits = admin.configureGroup(options, subscribed)
-    (limits.renewAllowed, PollSizeBasis(subscribed.size, limits.recordLocksPerPartition))
+    (limits, PollSizeBasis(subscribed.size, limits.recordLocksPerPartition))
   } catch { case NonFatal(e) => admin.close(); throw e }
-  /** What [[consumerConfig]] was worked out for (see [[followPollSizeBasis]]). */
-  private var pollSizeBasis = startedWith
   /** The settings of this run's share consumers: their poll sizes depend on [[pollSizeBasis]]. */
-  private var consumerConfig = consumerSettings(startedWith)
-  /** When the group's lock limit was last read (see [[followPollSizeBasis]]). */
-  private var recordLocksChecked = System.nanoTime()
-  if (!renewLocks) {
-    logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
-      "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
-  }
+  private var consumerConfig = consumerSettings(pollSizeBasis)
+  /** When the group's limits were last read (see [[followGroup]]). */
+  private var groupLimitsChecked = System.nanoTime()
+  if (!groupLimits.renewAllowed) warnRenewalRefused()
 
   runs.put(runId, this)
   private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
@@ -88,9 +82,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
   QueryRunRegistry.publish(runId, RunState(committedThrough = -1L, homes = Map.empty))
 
-  private val lockTimeoutMs = options.lockTimeoutMs.getOrElse(ShareGroupAdmin.DefaultLockDurationMs)
-  private val backlog =
-    new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId), TimeUnit.MILLISECONDS.toNanos(lockTimeoutMs))
+  private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId),
+    () => TimeUnit.MILLISECONDS.toNanos(groupLimits.lockDurationMs))
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
   private val recordsLog = if (!ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy)) None else {
@@ -207,7 +200,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private def planSlots(committedThrough: Long, round: Long, poll: Boolean): PlannedRound = {
     if (poll) { // else the round keeps the last list and settings
       outage.attempt("listing the subscribed topics")(refreshTopics())
-      followPollSizeBasis()
+      followGroup()
     }
 
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
@@ -221,7 +214,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
       val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough),
-        known, poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, lockTimeoutMs, renewLocks, location)
+        known, poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, groupLimits, location)
       partition.currentLocation = () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
@@ -349,26 +342,24 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   /**
-   * Works the consumers' settings out again when the subscribed topics, as the backlog last described
-   * them, have another number of partitions (a topic grew, or a pattern matched one more), or the
-   * group's lock limit, read again every [[Backlog.PartitionsRefreshNanos]], changed: poll sizes follow
-   * the partitions each consumer has, or shares, and their locks. A slot's next task that polls
-   * replaces its consumer when the settings differ, so this changes nothing unless the poll sizes do.
+   * Follows what operators change while the query runs (with `kafka-configs`, say). The group's
+   * limits are read again every [[Backlog.PartitionsRefreshNanos]]: the slots take lock renewal and
+   * the lock duration from each round. The consumers' settings are worked out again when the
+   * subscribed topics, as the backlog last described them, have another number of partitions (a
+   * topic grew, or a pattern matched one more), or the lock limit changed: poll sizes follow the
+   * partitions each consumer has, or shares, and their locks. A slot's next task that polls replaces
+   * its consumer when the settings differ, so this changes nothing unless the poll sizes do.
    */
-  private def followPollSizeBasis(): Unit = {
+  private def followGroup(): Unit = {
     val now = System.nanoTime()
-    // Not read while the cluster is unreachable, nor counted as a failed lookup: the last limit serves.
-    val recordLocks = if (outage.ongoing || now - recordLocksChecked < Backlog.PartitionsRefreshNanos) {
-      pollSizeBasis.recordLocks
-    } else {
-      recordLocksChecked = now
-      try admin.recordLocksPerPartition() catch {
-        case NonFatal(e) =>
-          logDebug(s"Reading the lock limit of share group '${options.groupId}' failed; keeping the last", e)
-          pollSizeBasis.recordLocks
+    // Not read while the cluster is unreachable, nor counted as a failed lookup: the last limits serve.
+    if (!outage.ongoing && now - groupLimitsChecked >= Backlog.PartitionsRefreshNanos) {
+      groupLimitsChecked = now
+      try followLimits(admin.groupLimits()) catch {
+        case NonFatal(e) => logDebug(s"Reading the configs of share group '${options.groupId}' failed; keeping the last", e)
       }
     }
-    val basis = PollSizeBasis(backlog.partitionCount.getOrElse(pollSizeBasis.partitions), recordLocks)
+    val basis = PollSizeBasis(backlog.partitionCount.getOrElse(pollSizeBasis.partitions), groupLimits.recordLocksPerPartition)
     if (basis != pollSizeBasis) {
       logInfo(s"Share group '${options.groupId}': the subscribed topics have ${basis.partitions} partitions and " +
         s"${basis.recordLocks} records in flight per partition, where they had ${pollSizeBasis.partitions} and " +
@@ -377,6 +368,22 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       consumerConfig = consumerSettings(basis)
     }
   }
+
+  private def followLimits(current: GroupLimits): Unit = {
+    if (current.renewAllowed != groupLimits.renewAllowed) {
+      if (current.renewAllowed) logInfo(s"Share group '${options.groupId}' now allows lock renewal: the slots renew from the next round.")
+      else warnRenewalRefused()
+    }
+    if (current.lockDurationMs != groupLimits.lockDurationMs) {
+      logInfo(s"Share group '${options.groupId}': records are locked for ${current.lockDurationMs} ms, where they were " +
+        s"for ${groupLimits.lockDurationMs} ms.")
+    }
+    groupLimits = current
+  }
+
+  private def warnRenewalRefused(): Unit =
+    logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
+      "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {
     topics = admin.subscribedTopics(options.subscription)

@@ -77,16 +77,20 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     }
     val resetInEffect = reset.map(_._2.value()).orElse(configs.get(AutoOffsetResetConfig))
     startNewPartitions(partitions.filterNot(states.contains), resetInEffect)
-    GroupLimits(
-      renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-      recordLocksPerPartition = options.partitionMaxRecordLocks.getOrElse(recordLocksIn(configs)))
+    val current = limitsIn(configs)
+    current.copy(
+      recordLocksPerPartition = options.partitionMaxRecordLocks.getOrElse(current.recordLocksPerPartition),
+      lockDurationMs = options.lockTimeoutMs.getOrElse(current.lockDurationMs))
   }
 
-  /** The group's lock limit per partition as its config says now (changed with `kafka-configs`, say). */
-  def recordLocksPerPartition(): Int = recordLocksIn(groupConfigs())
+  /** The group's limits as its configs say now (changed with `kafka-configs`, say). */
+  def groupLimits(): GroupLimits = limitsIn(groupConfigs())
 
-  private def recordLocksIn(configs: Map[String, String]): Int =
-    configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition)
+  /** Kafka describes a group's every config, with the broker's defaults for those the group does not set. */
+  private def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
+    renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
+    recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition),
+    lockDurationMs = configs.get(LockDurationConfig).flatMap(_.toLongOption).getOrElse(DefaultLockDurationMs))
 
   /**
    * Gives each share-partition the group has no state for its start offset now, where
@@ -244,9 +248,9 @@ private[sparkkafkashare] object ShareGroupAdmin {
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
   val RecordLocksConfig = "share.partition.max.record.locks"
   val AssignmentIntervalConfig = "share.assignment.interval.ms"
-  /** Kafka's default for `group.share.partition.max.record.locks`. */
+  /** Kafka's default for `group.share.partition.max.record.locks`, if a group's configs lack it. */
   val DefaultRecordLocksPerPartition = 2000
-  /** Kafka's default for `group.share.record.lock.duration.ms`. */
+  /** Kafka's default for `group.share.record.lock.duration.ms`, if a group's configs lack it. */
   val DefaultLockDurationMs = 30000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
   /** Kafka's default for `share.auto.offset.reset`. */
@@ -265,14 +269,15 @@ private[sparkkafkashare] object ShareGroupAdmin {
 }
 
 /**
- * The group settings that shape a query's rounds.
+ * The group settings that shape a query's rounds and its consumers' lock renewal.
  *
  * @param renewAllowed            whether members may renew the locks of records they hold
  *                                (`share.renew.acknowledge.enable`, Kafka 4.3; else yes)
  * @param recordLocksPerPartition records of one partition the group may hold unacknowledged at once
  *                                (`share.partition.max.record.locks`, Kafka 4.3; else Kafka's default)
+ * @param lockDurationMs          how long an acquired record stays locked (`share.record.lock.duration.ms`)
  */
-private[sparkkafkashare] final case class GroupLimits(renewAllowed: Boolean, recordLocksPerPartition: Int)
+private[sparkkafkashare] final case class GroupLimits(renewAllowed: Boolean, recordLocksPerPartition: Int, lockDurationMs: Long)
 
 /** A share group as Kafka's Admin API describes it. */
 private[sparkkafkashare] final case class ShareGroupState(

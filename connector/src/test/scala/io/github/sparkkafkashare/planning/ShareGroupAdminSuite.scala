@@ -7,10 +7,11 @@ import java.util.concurrent.TimeUnit.SECONDS
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
-import org.apache.kafka.clients.admin.{Admin, ListShareGroupOffsetsSpec, NewTopic, RecordsToDelete}
+import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic, RecordsToDelete}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 import org.scalatest.BeforeAndAfterAll
@@ -144,5 +145,24 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
 
       assert(startOffsets(group).keySet == Set(new TopicPartition(joined, 0)), "Kafka refused: the group has a member")
     } finally member.close()
+  }
+
+  test("the group's limits are its configs: the broker's defaults, the options the query set, then what an operator set") {
+    val topic = topicWith(partitions = 1, perPartition = 0)
+    val group = s"g-limits-${newId()}"
+    val groupAdmin = new ShareGroupAdmin(options(group, Seq(topic)).connection)
+    try {
+      assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000, lockDurationMs = 30000L))
+
+      val asked = options(group, Seq(topic), "kafka.share.lock.timeout.ms" -> "20000",
+        "kafka.share.partition.max.record.locks" -> "3000")
+      assert(groupAdmin.configureGroup(asked, partitionsOf(topic, 1)) == GroupLimits(true, 3000, 20000L))
+
+      val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
+      val operator = Seq("share.record.lock.duration.ms" -> "45000", "share.renew.acknowledge.enable" -> "false")
+        .map { case (k, v) => new AlterConfigOp(new ConfigEntry(k, v), AlterConfigOp.OpType.SET) }
+      admin.incrementalAlterConfigs(Map(resource -> operator.asJavaCollection).asJava).all().get(30, SECONDS)
+      assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L))
+    } finally groupAdmin.close()
   }
 }
