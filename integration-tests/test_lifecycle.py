@@ -90,7 +90,7 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
     # (the group's, as the drain's option or an operator set it) for them, as records of a member that
     # died come back by then, and ends without them instead of polling until the holder lets go. (A
     # lag Kafka left stale after concurrent acknowledgements looks the same to the source.)
-    holder_lock_s, drain_lock_s = 60, 10  # 60 s: the most a group may set on a broker with default settings
+    holder_lock_s, drain_lock_s = 60, 6  # 60 s: the most a group may set on a broker with default settings
     kafka_default_lock_s = 30
     topic = kafka.new_topic()
     held = values(100, "held")
