@@ -49,12 +49,12 @@ private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, e
  * a poll's records were acquired when the poll returned: it dates them from the last poll that found
  * the client's buffer empty, renews them before handing them out when half their lock has gone, and
  * while its round is empty, takes what the background fetch brings in ([[acquiredAhead]]) to renew
- * it until the next round hands it out.
+ * it until the next round hands it out. Whether it renews, and the lock duration it assumes, follow
+ * the group's configs: each task that borrows the slot brings the driver's latest ([[follow]]).
  *
  * @param configuredLockMs the group's lock duration as the driver read it, until the broker tells the real one
  * @param renewLocks       false when the group refuses RENEW: a refused renewal leaves the client
  *                         returning the records again from later polls, so it is never tried then
- * Both follow the group's configs: each task that borrows the slot brings the driver's latest ([[follow]]).
  */
 private[sparkkafkashare] final class ShareConsumerSlot(
     val key: SlotKey,
