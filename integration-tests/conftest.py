@@ -172,6 +172,12 @@ class KafkaCluster:
         resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
         self.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
+    def unset_group_config(self, group: str, name: str) -> None:
+        """Deletes a group config: the group then has the broker's value."""
+        entry = ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+        self.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
     def group_config(self, group: str, name: str) -> str:
         """The value the broker reports for a group config."""
         resource = ConfigResource(ResourceType.GROUP, group)
@@ -340,10 +346,14 @@ def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     return [(value, count) for f in files for value, count in json.loads(f.read_text())]
 
 
-def local_broker(action: str) -> None:
-    """`stop`, `start` or `restart` the local broker (dev/kafka-local), keeping its data."""
+def local_broker(action: str, broker_config: dict[str, str] | None = None) -> None:
+    """`stop`, `start` or `restart` the local broker (dev/kafka-local), keeping its data.
+
+    `broker_config` adds server.properties for this start only; the next start goes without them."""
     script = str(Path(__file__).resolve().parents[1] / "dev" / "kafka-local" / "kafka-local")
-    subprocess.run([script, action], check=True, timeout=300)
+    extra = "\n".join(f"{name}={value}" for name, value in (broker_config or {}).items())
+    env = {**os.environ, "KAFKA_LOCAL_BROKER_CONFIG": extra}
+    subprocess.run([script, action], check=True, timeout=300, env=env)
 
 
 FAULT_MATRIX: list[tuple[str, str, int, int]] = []

@@ -82,16 +82,20 @@ def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_
     assert sorted(from_default) == after
 
 
-@pytest.mark.parametrize("lock_set_by", ["option", "operator"])
+@pytest.mark.parametrize("lock_set_by", ["option", "operator", "broker"])
 def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
-    spark: SparkSession, kafka: KafkaCluster, group: str, lock_set_by: str
+    spark: SparkSession, kafka: KafkaCluster, group: str, lock_set_by: str, request: pytest.FixtureRequest
 ) -> None:
     # Kafka's lag counts records another member of the group holds. A drain waits one lock duration
-    # (the group's, as the drain's option or an operator set it) for them, as records of a member that
-    # died come back by then, and ends without them instead of polling until the holder lets go. (A
-    # lag Kafka left stale after concurrent acknowledgements looks the same to the source.)
+    # (the group's: the drain's option, an operator's group config, or else the broker's default) for
+    # them, as records of a member that died come back by then, and ends without them instead of
+    # polling until the holder lets go. (A lag Kafka left stale after concurrent acknowledgements looks
+    # the same to the source.)
     holder_lock_s, drain_lock_s = 60, 6  # 60 s: the most a group may set on a broker with default settings
     kafka_default_lock_s = 30
+    if lock_set_by == "broker":  # the broker's default for groups that set none; put back afterwards
+        local_broker("restart", {"group.share.record.lock.duration.ms": str(drain_lock_s * 1000)})
+        request.addfinalizer(lambda: local_broker("restart"))
     topic = kafka.new_topic()
     held = values(100, "held")
     kafka.produce(topic, held)
@@ -106,7 +110,7 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
             taken.extend(m for m in holder.poll(1.0) if m.error() is None)
             return len(taken) == len(held)
 
-        wait_until(take, 30, "the other member acquired the records")
+        wait_until(take, 60, "the other member acquired the records")
         # Kafka reports a lag once the share-partition's state is written: the first acknowledgement.
         holder.acknowledge(taken[0])
         holder.commit_sync()
@@ -114,10 +118,13 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
 
         read: list[str] = []
         started = time.monotonic()
-        # Either sets the group's lock duration for acquisitions from now on; the holder's stand.
+        # Each sets the group's lock duration for acquisitions from now on; the holder's stand.
         lock_ms = str(drain_lock_s * 1000)
         if lock_set_by == "operator":
             kafka.set_group_config(group, "share.record.lock.duration.ms", lock_ms)
+        elif lock_set_by == "broker":
+            kafka.unset_group_config(group, "share.record.lock.duration.ms")
+            assert kafka.group_config(group, "share.record.lock.duration.ms") == lock_ms
         options = {"kafka.share.lock.timeout.ms": lock_ms} if lock_set_by == "option" else {}
         stream = share_stream(spark, topic, group, **options)
         drain = stream.writeStream.foreachBatch(
