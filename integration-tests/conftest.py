@@ -168,13 +168,15 @@ class KafkaCluster:
         return len(held) == consumers and min(held, default=0) > 0 and sum(held) == max(consumers, partitions)
 
     def set_group_config(self, group: str, name: str, value: str) -> None:
-        entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
-        self.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+        self._alter_group_config(group, ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
 
     def unset_group_config(self, group: str, name: str) -> None:
         """Deletes a group config: the group then has the broker's value."""
-        entry = ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+        self._alter_group_config(
+            group, ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+        )
+
+    def _alter_group_config(self, group: str, entry: ConfigEntry) -> None:
         resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
         self.admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
