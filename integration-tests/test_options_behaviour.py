@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import BOOTSTRAP, KafkaCluster, batch_committed, share_stream, values, wait_until
+from conftest import BOOTSTRAP, KafkaCluster, batch_committed, local_broker, share_stream, values, wait_until
 
 
 def drain(df: DataFrame) -> list[list[tuple[str, ...]]]:
@@ -77,12 +77,22 @@ def test_max_records_per_trigger_caps_every_batch(
     assert sorted(v for b in batches for _, v in b) == values(1000)
 
 
+@pytest.mark.parametrize("lock_limit_from", ["kafka", "broker"])
 def test_more_consumers_than_partitions_share_each_batch(
-    spark: SparkSession, kafka: KafkaCluster, group: str
+    spark: SparkSession, kafka: KafkaCluster, group: str, lock_limit_from: str, request: pytest.FixtureRequest
 ) -> None:
     # One partition, four consumers, the group's default of 2000 records in flight per partition: each
     # consumer polls at most 500 a batch, so a batch's records spread over its tasks. In Kafka's default
-    # acquire mode the first consumer to poll would take whole record batches up to all 2000.
+    # acquire mode the first consumer to poll would take whole record batches, all 2000 and more.
+    # A broker whose default for groups is 1000 (group.share.partition.max.record.locks) halves each
+    # share to 250: the group sets no limit of its own, and Kafka describes its config with the
+    # broker's default. (A jar that took Kafka's 2000 regardless polled 500 each, and Kafka let all
+    # four hold them: in record_limit mode it counts the limit in whole producer batches.)
+    lock_limit = 2000
+    if lock_limit_from == "broker":  # put back afterwards
+        lock_limit = 1000
+        local_broker("restart", {"group.share.partition.max.record.locks": str(lock_limit)})
+        request.addfinalizer(lambda: local_broker("restart"))
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, values(20_000))
     read: list[str] = []
@@ -94,8 +104,10 @@ def test_more_consumers_than_partitions_share_each_batch(
     assert query.awaitTermination(180)
     assert query.exception() is None
     assert sorted(read) == values(20_000)
-    assert max(n for batch in per_slot.values() for n in batch.values()) <= 500, per_slot
+    assert kafka.group_config(group, "share.partition.max.record.locks") == str(lock_limit)
+    assert max(n for batch in per_slot.values() for n in batch.values()) <= lock_limit // 4, per_slot
     assert max(len(batch) for batch in per_slot.values()) == 4, per_slot
+    assert kafka.unfinished(group, topic) == 0
 
 
 @pytest.mark.parametrize("change", ["partitions-added", "lock-limit-raised"])
