@@ -28,8 +28,9 @@ import org.scalatest.funsuite.AnyFunSuite
  * (Spark now runs its slot's tasks elsewhere) hands what it holds of committed rounds back to the
  * group, from the next task of its query there or from the janitor, while it would otherwise renew
  * those locks until it is closed; and the janitor keeps the records of a batch that outlasts the
- * idle timeout locked while its query runs. Which records another member of the group can then
- * acquire is the broker's answer.
+ * idle timeout locked while its query runs; and a slot whose renewal the broker applies only in part
+ * still reads its whole round. Which records another member of the group can then acquire is the
+ * broker's answer.
  */
 class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
@@ -45,14 +46,26 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   /** A one-partition topic of `n` records, and a group that reads it from the start. */
   private def topicAndGroup(n: Int): (String, String) = {
-    val id = UUID.randomUUID().toString.take(8)
-    val (topic, group) = (s"left-behind-$id", s"g-left-behind-$id")
+    val topic = newTopic("left-behind", n)
+    (topic, newGroup(s"g-$topic"))
+  }
+
+  /** A new one-partition topic of `n` records. */
+  private def newTopic(prefix: String, n: Int): String = {
+    val topic = s"$prefix-${UUID.randomUUID().toString.take(8)}"
     admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
     produce(topic, n)
-    val earliest = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)
+    topic
+  }
+
+  /** A share group that reads from the start, with `configs` (group configs) besides. */
+  private def newGroup(group: String, configs: (String, String)*): String = {
+    val ops = (configs :+ ("share.auto.offset.reset" -> "earliest")).map { case (name, value) =>
+      new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET)
+    }
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
-    admin.incrementalAlterConfigs(Map(resource -> Seq(earliest).asJavaCollection).asJava).all().get(30, SECONDS)
-    (topic, group)
+    admin.incrementalAlterConfigs(Map(resource -> ops.asJavaCollection).asJava).all().get(30, SECONDS)
+    group
   }
 
   /** `n` records in one record batch (sent at close), which one fetch acquires whole. */
@@ -306,5 +319,41 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
       markStopped(run)
     }
+  }
+
+  test("a renewal the broker applies in part keeps the round whole for a re-read, and only the renewed records locked") {
+    val (kept, gone) = (newTopic("renewal", 0), newTopic("renewal", 0))
+    val lock = 6.seconds
+    val group = newGroup(s"g-$kept", "share.record.lock.duration.ms" -> lock.toMillis.toString)
+    // The slot alone, without the pool's renewer: the test decides when it renews. Its fetches wait
+    // 2 s for data, so that one response brings the records of both topics.
+    val fetchesWaiting = new java.util.HashMap(config(group, s"renewal-$kept"))
+    fetchesWaiting.put("fetch.min.bytes", "1000000")
+    fetchesWaiting.put("fetch.max.wait.ms", "2000")
+    val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), fetchesWaiting, lock.toMillis, renewLocks = true)
+    def waitTill(deadline: Deadline): Unit = Thread.sleep(math.max(0L, deadline.timeLeft.toMillis))
+    try {
+      // An empty round first: the group starts reading both topics, so one poll can bring records of both.
+      assert(slot.pollRound(0, Set(kept, gone), Duration.ofSeconds(5)).isEmpty)
+      slot.settle(committedThrough = 0, AcknowledgementMarks.None)
+      Seq(kept, gone).foreach(produce(_, 50))
+      val round = slot.pollRound(1, Set(kept, gone), Duration.ofSeconds(30)).asScala.map(RecordCoordinates.of).toSet
+      val acquired = Deadline.now // no earlier than the broker started the locks
+      assert(round.map(_.topic) == Set(kept, gone), "one poll brought the records of both topics")
+      // The broker no longer hosts one topic: that half of the renewal is refused, the other applied.
+      deleteTopic(gone)
+      waitTill(acquired + lock / 2 + 500.millis)
+      slot.renewLocksIfDue()
+      assert(slot.drainAcknowledgementEvents() == AcknowledgementEvents(renewed = 50, expired = 0, failed = 50))
+      // Evaluated again, the batch must read the same records: those whose renewal was refused too.
+      val reread = slot.heldFor(1).map(_.asScala.map(RecordCoordinates.of).toSet).getOrElse(Set.empty)
+      assert((reread.size, (round -- reread).size) == (100, 0), "re-read: (records, missing)")
+
+      waitTill(acquired + lock + 1.second) // past the first locks: only the renewal holds them now
+      assert(slot.settle(committedThrough = 1, AcknowledgementMarks.None).accepted == 50, "only what it still holds")
+      assert(slot.flush(Duration.ofSeconds(30)).isEmpty)
+      assert(slot.drainAcknowledgementEvents() == AcknowledgementEvents(0, 0, 0), "every ACCEPT applied")
+      assert(acquiredByAnotherMember(kept, group, seconds = 8).isEmpty, "accepted, never redelivered")
+    } finally slot.close(-1L, AcknowledgementMarks.None, Duration.ofSeconds(30))
   }
 }
