@@ -358,6 +358,13 @@ def local_broker(action: str, broker_config: dict[str, str] | None = None) -> No
     subprocess.run([script, action], check=True, timeout=300, env=env)
 
 
+def restart_broker_with(request: pytest.FixtureRequest, broker_config: dict[str, str]) -> None:
+    """Restarts the local broker with `broker_config` (broker-level defaults) for the calling test
+    only: once the test ends, it restarts with its usual settings."""
+    local_broker("restart", broker_config)
+    request.addfinalizer(lambda: local_broker("restart"))
+
+
 FAULT_MATRIX: list[tuple[str, str, int, int]] = []
 FAULT_MATRIX_FILE = Path(__file__).resolve().parents[1] / "target" / "fault-matrix.md"
 

@@ -21,6 +21,7 @@ from conftest import (
     KafkaCluster,
     local_broker,
     lost_and_duplicated,
+    restart_broker_with,
     share_stream,
     values,
     wait_until,
@@ -93,9 +94,8 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
     # the same to the source.)
     holder_lock_s, drain_lock_s = 60, 6  # 60 s: the most a group may set on a broker with default settings
     kafka_default_lock_s = 30
-    if lock_set_by == "broker":  # the broker's default for groups that set none; put back afterwards
-        local_broker("restart", {"group.share.record.lock.duration.ms": str(drain_lock_s * 1000)})
-        request.addfinalizer(lambda: local_broker("restart"))
+    if lock_set_by == "broker":  # the broker's default for groups that set none
+        restart_broker_with(request, {"group.share.record.lock.duration.ms": str(drain_lock_s * 1000)})
     topic = kafka.new_topic()
     held = values(100, "held")
     kafka.produce(topic, held)

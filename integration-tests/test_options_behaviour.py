@@ -12,7 +12,15 @@ from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import BOOTSTRAP, KafkaCluster, batch_committed, local_broker, share_stream, values, wait_until
+from conftest import (
+    BOOTSTRAP,
+    KafkaCluster,
+    batch_committed,
+    restart_broker_with,
+    share_stream,
+    values,
+    wait_until,
+)
 
 
 def drain(df: DataFrame) -> list[list[tuple[str, ...]]]:
@@ -89,10 +97,9 @@ def test_more_consumers_than_partitions_share_each_batch(
     # broker's default. (A jar that took Kafka's 2000 regardless polled 500 each, and Kafka let all
     # four hold them: in record_limit mode it counts the limit in whole producer batches.)
     lock_limit = 2000
-    if lock_limit_from == "broker":  # put back afterwards
+    if lock_limit_from == "broker":
         lock_limit = 1000
-        local_broker("restart", {"group.share.partition.max.record.locks": str(lock_limit)})
-        request.addfinalizer(lambda: local_broker("restart"))
+        restart_broker_with(request, {"group.share.partition.max.record.locks": str(lock_limit)})
     topic = kafka.new_topic(partitions=1)
     kafka.produce(topic, values(20_000))
     read: list[str] = []

@@ -76,9 +76,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
   }
 
-  private def config(group: String, clientId: String): java.util.Map[String, Object] =
-    Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group, "client.id" -> clientId,
-      "share.acknowledgement.mode" -> "explicit").asJava
+  private def config(group: String, clientId: String, more: (String, Object)*): java.util.Map[String, Object] =
+    (Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group, "client.id" -> clientId,
+      "share.acknowledgement.mode" -> "explicit") ++ more).asJava
 
   /** Slot 1 of a run polls `round`, and its task gives it back: the offsets it now holds. */
   private def slotHolding(run: String, round: Long, topic: String, group: String): Set[Long] = {
@@ -327,9 +327,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val group = newGroup(s"g-$kept", "share.record.lock.duration.ms" -> lock.toMillis.toString)
     // The slot alone, without the pool's renewer: the test decides when it renews. Its fetches wait
     // 2 s for data, so that one response brings the records of both topics.
-    val fetchesWaiting = new java.util.HashMap(config(group, s"renewal-$kept"))
-    fetchesWaiting.put("fetch.min.bytes", "1000000")
-    fetchesWaiting.put("fetch.max.wait.ms", "2000")
+    val fetchesWaiting = config(group, s"renewal-$kept", "fetch.min.bytes" -> "1000000", "fetch.max.wait.ms" -> "2000")
     val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), fetchesWaiting, lock.toMillis, renewLocks = true)
     def waitTill(deadline: Deadline): Unit = Thread.sleep(math.max(0L, deadline.timeLeft.toMillis))
     try {
