@@ -1,7 +1,7 @@
 package io.github.sparkkafkashare.executor
 
 import java.time.Duration
-import java.util.concurrent.{ConcurrentHashMap, ExecutorService, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
+import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutorService, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
 import java.util.concurrent.atomic.AtomicInteger
 
 import scala.jdk.CollectionConverters._
@@ -51,7 +51,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     executor
   }
 
-  private lazy val renewers: ExecutorService = Executors.newCachedThreadPool(daemonThreads("kafka-share-lock-renewer"))
+  /** Threads for calls that wait for the broker: lock renewals, and a stopping run's consumers leaving the group. */
+  private lazy val brokerCalls: ExecutorService = Executors.newCachedThreadPool(daemonThreads("kafka-share-broker-call"))
 
   private def daemonThreads(prefix: String): ThreadFactory = {
     val threads = new AtomicInteger()
@@ -139,8 +140,29 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
       here: String): Int = {
     DeliveredRecordsIndex.forget(runId)
-    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
+    val keys = slots.keySet().asScala.filter(_.runId == runId).toSeq
+    stopFetching(keys)
+    keys.count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
   }
+
+  /**
+   * Stops the consumers of `keys` fetching, and waits out the fetches they had already sent, before
+   * any of them releases records as it closes. A consumer still fetching would acquire what another
+   * one released, and Kafka counts that as a delivery; it would then release the records again as
+   * it closes, so each consumer of the run would bring a released record one delivery nearer the
+   * group's limit (`share.delivery.count.limit`). All at once: each waits for the broker.
+   */
+  private def stopFetching(keys: Seq[SlotKey]): Unit = keys.flatMap(key => Option(slots.get(key))).map { slot =>
+    CompletableFuture.runAsync(() => {
+      slot.lock.lock()
+      val inFlight = try slot.stopFetching() catch {
+        case NonFatal(e) =>
+          logWarning(s"The share consumer of slot ${slot.key.slot} could not leave the group before closing", e)
+          Duration.ZERO
+      } finally slot.lock.unlock()
+      Thread.sleep(inFlight.toMillis)
+    }, brokerCalls)
+  }.foreach(_.join())
 
   private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
       slotHomes: Map[Int, String], here: String): Boolean =
@@ -164,7 +186,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     Option(SparkEnv.get).fold(KafkaShareSparkConf.DefaultConsumerCacheTimeout)(env => KafkaShareSparkConf.consumerCacheTimeout(env.conf))
 
   private def renewLocks(): Unit = slots.values().forEach { slot =>
-    if (renewing.add(slot.key)) renewers.execute { () =>
+    if (renewing.add(slot.key)) brokerCalls.execute { () =>
       try slot.renewLocksIfDue() catch {
         case NonFatal(e) => logWarning(s"Renewing the record locks of slot ${slot.key.slot} failed", e)
       } finally renewing.remove(slot.key)

@@ -10,7 +10,7 @@ import scala.jdk.OptionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
-import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerRecord, KafkaShareConsumer}
+import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.TopicIdPartition
 import org.apache.kafka.common.errors.InvalidRecordStateException
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
@@ -80,8 +80,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private var fetchingInBackground = false
   /** When the renewer last took in what the background fetch brought, while the slot's round was empty. */
   private var takenInAtNanos: Long = System.nanoTime()
-  /** Set by [[close]]: the renewer may still hold this slot from before the pool dropped it. */
-  private var closed = false
+  /**
+   * Set by [[stopFetching]] and [[close]]: the consumer polls no more, so the renewer leaves it alone
+   * (it may still hold this slot from before the pool dropped it).
+   */
+  @volatile private var stopped = false
   /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
   private var marks: AcknowledgementMarks = AcknowledgementMarks.None
@@ -180,7 +183,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Returns how many records of a round it released.
    */
   def releaseLeftBehind(committedThrough: Long, timeout: Duration): Int = withConsumer {
-    if (closed || holdsUncommitted(committedThrough) || (held.isEmpty && acquiredAhead.isEmpty)) 0
+    if (stopped || holdsUncommitted(committedThrough) || (held.isEmpty && acquiredAhead.isEmpty)) 0
     else {
       val released = settle(committedThrough, AcknowledgementMarks.None, atHome = false).released
       releaseAcquiredAhead()
@@ -296,7 +299,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Skipped while a task uses the consumer; the renewer comes back shortly.
    */
   def renewLocksIfDue(): Unit = if (renewLocks && consumerLock.tryLock()) {
-    try if (!closed) {
+    try if (!stopped) {
       if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty &&
           System.nanoTime() - takenInAtNanos > lockNanos / 4) {
         takenInAtNanos = System.nanoTime()
@@ -357,17 +360,37 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     failures.keySet.map(tp => tp.topic() -> tp.partition()).toSet
   }
 
+  /**
+   * Leaves the group, so that the client sends no more fetches, and keeps what the slot holds for
+   * [[close]] to settle. Returns how long a fetch the client had already sent may still acquire
+   * records: the broker answers it within its `fetch.max.wait.ms`. Leaving waits for the group
+   * coordinator, up to the consumer's `default.api.timeout.ms` if it cannot be reached.
+   */
+  def stopFetching(): Duration = withConsumer {
+    stopped = true
+    if (subscribed.isEmpty) Duration.ZERO
+    else {
+      consumer.unsubscribe()
+      subscribed = Set.empty
+      val fetchWaitMs = Option(config.get(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG)).map(_.toString.toLong)
+        .getOrElse(ConsumerConfig.DEFAULT_FETCH_MAX_WAIT_MS.toLong)
+      Duration.ofMillis(fetchWaitMs).plus(FetchResponseMargin)
+    }
+  }
+
   /** Settles what is held by what the slot knows is committed, releases what it took in ahead, and leaves the group. */
   def close(committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration): Unit = withConsumer {
     try {
       settle(committedThrough, marks)
       releaseAcquiredAhead()
     } finally {
-      closed = true
+      stopped = true
       consumer.close(timeout)
     }
   }
 
   private val RenewTimeout = Duration.ofSeconds(10)
   private val RenewPollInterval = Duration.ofMillis(20)
+  /** For the broker's answer to a fetch that waited its full `fetch.max.wait.ms` to reach the client. */
+  private val FetchResponseMargin = Duration.ofMillis(200)
 }

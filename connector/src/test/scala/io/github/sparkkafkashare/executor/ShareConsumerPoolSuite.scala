@@ -321,6 +321,31 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a stopped run's consumers all stop fetching before any releases, so a released record comes back once, not once a consumer") {
+    // Slot `holder` reads the whole topic in round 1; the other slot's round finds nothing, so its
+    // consumer goes on fetching in the background. Round 1 committed with half its records marked
+    // RELEASE: whichever consumer the pool closes first, the other must not acquire those records
+    // (Kafka would count a delivery) and release them again as it closes. Both orders are tried.
+    Seq(0, 1).foreach { holder =>
+      val (topic, group) = topicAndGroup(100)
+      val run = UUID.randomUUID().toString
+      val Seq(holding, fetching) = Seq(holder, 1 - holder).map { s =>
+        ShareConsumerPool.borrow(SlotKey(run, s), config(group, s"$run-$s"), 30000L, renewLocks = true)
+      }
+      val released = try {
+        val round = holding.pollRound(1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
+        assert(round.size == 100)
+        assert(fetching.pollRound(1, Set(topic), Duration.ofSeconds(2)).isEmpty)
+        round.filter(_ < 50).toSet
+      } finally Seq(holding, fetching).foreach(ShareConsumerPool.giveBack)
+      val marks = AcknowledgementMarks(1, released.map(o => RecordCoordinates(topic, 0, o) -> AcknowledgeType.RELEASE).toMap)
+      assert(ShareConsumerPool.closeRun(run, committedThrough = 1, marks, Map.empty, here) == 2)
+      markStopped(run)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 10)
+      assert(redelivered == released.map(_ -> 2).toMap, s"holder slot $holder: the RELEASE-marked records, each delivered once more")
+    }
+  }
+
   test("a renewal the broker applies in part keeps the round whole for a re-read, and only the renewed records locked") {
     val (kept, gone) = (newTopic("renewal", 0), newTopic("renewal", 0))
     val lock = 6.seconds
