@@ -204,6 +204,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     val records = held.filter(_.round == round).getOrElse(throw new IllegalStateException(s"round $round is not held"))
     val (accepted, kept) = records.records.asScala.partition(r => deliveredEarlier.contains(RecordCoordinates.of(r)))
     accepted.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
+    // Sent now: they wait for no batch, and their locks would run on while this round's batch runs.
+    if (accepted.nonEmpty) flush(ShareConsumerPool.CloseTimeout)
     val remaining = new HeldRecords(round, new java.util.ArrayList(kept.asJava), records.lockedSinceNanos,
       records.hidden ++ loggedThisRound, records.unlocked)
     held = Some(remaining)

@@ -29,6 +29,12 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
       AcknowledgementsFailed -> acknowledgementsFailed, Deduplicated -> deduplicated, Replayed -> replayed)
   }
 
+  /**
+   * Records the run took from the group: those acquired, less those whose acknowledgement the broker
+   * did not apply (an expired lock, or a failed acknowledgement), which the group delivers again.
+   */
+  def taken: Long = acquired.value - locksExpired.value - acknowledgementsFailed.value
+
   /** Acknowledgements sent, of every type. */
   def acknowledged: Long = accepted.value + released.value + rejected.value
 

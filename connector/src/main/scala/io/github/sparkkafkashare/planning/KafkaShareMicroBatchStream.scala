@@ -138,7 +138,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
     val next = availableNow match {
       case Some(target) =>
-        val drained = target.reached(counters.acquired.value) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
+        val drained = target.reached(counters.taken) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
           checkBacklog(force = true).contains(0L) && backlog.quietForALock)
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
@@ -302,7 +302,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     refreshTopics()
     val target = backlog.refresh(topics)
     logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of $topics")
-    availableNow = Some(AvailableNowTarget(counters.acquired.value, target))
+    availableNow = Some(AvailableNowTarget(counters.taken, target))
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
@@ -461,6 +461,10 @@ private final case class PlannedRound(
  * What Trigger.AvailableNow must drain: the backlog when it started (None if Kafka could not say,
  * for a group that has not read yet; then the query drains until a round finds nothing).
  */
-private[sparkkafkashare] final case class AvailableNowTarget(acquiredAtStart: Long, records: Option[Long]) {
-  def reached(acquired: Long): Boolean = records.exists(acquired - acquiredAtStart >= _)
+private[sparkkafkashare] final case class AvailableNowTarget(takenAtStart: Long, records: Option[Long]) {
+  /**
+   * Counts what the run took ([[KafkaShareSourceMetrics.taken]]): a record whose lock expired before
+   * its ACCEPT went back to the group, and is drained again.
+   */
+  def reached(taken: Long): Boolean = records.exists(taken - takenAtStart >= _)
 }
