@@ -140,20 +140,21 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
       here: String): Int = {
     DeliveredRecordsIndex.forget(runId)
-    val keys = slots.keySet().asScala.filter(_.runId == runId).toSeq
-    stopFetching(keys)
-    keys.count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
+    stopFetching(runId)
+    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
   }
 
   /**
-   * Stops the consumers of `keys` fetching, and waits out the fetches they had already sent, before
-   * any of them releases records as it closes. A consumer still fetching would acquire what another
-   * one released, and Kafka counts that as a delivery; it would then release the records again as
-   * it closes, so each consumer of the run would bring a released record one delivery nearer the
-   * group's limit (`share.delivery.count.limit`). All at once: each waits for the broker.
+   * Stops this JVM's consumers of a query run fetching, and waits out the fetches they had already
+   * sent, so that none acquires what a consumer of the run releases as it closes: Kafka would count
+   * a delivery, and the consumer would release the records again as it closes, so each consumer of
+   * the run would bring a released record one delivery nearer the group's limit
+   * (`share.delivery.count.limit`). [[closeRun]] does it first; the driver has every executor do it
+   * before any closes. All at once: each waits for the broker. Consumers already stopped return at once.
    */
-  private def stopFetching(keys: Seq[SlotKey]): Unit = keys.flatMap(key => Option(slots.get(key))).map { slot =>
-    CompletableFuture.runAsync(() => {
+  def stopFetching(runId: String): Unit = {
+    val running = slots.asScala.toSeq.collect { case (key, slot) if key.runId == runId => slot }
+    running.map(slot => CompletableFuture.runAsync(() => {
       slot.lock.lock()
       val inFlight = try slot.stopFetching() catch {
         case NonFatal(e) =>
@@ -161,8 +162,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
           Duration.ZERO
       } finally slot.lock.unlock()
       Thread.sleep(inFlight.toMillis)
-    }, brokerCalls)
-  }.foreach(_.join())
+    }, brokerCalls)).foreach(_.join())
+  }
 
   private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
       slotHomes: Map[Int, String], here: String): Boolean =

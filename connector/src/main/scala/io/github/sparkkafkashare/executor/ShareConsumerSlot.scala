@@ -369,8 +369,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * coordinator, up to the consumer's `default.api.timeout.ms` if it cannot be reached.
    */
   def stopFetching(): Duration = withConsumer {
+    val closedOrStopped = stopped
     stopped = true
-    if (subscribed.isEmpty) Duration.ZERO
+    if (closedOrStopped || subscribed.isEmpty) Duration.ZERO
     else {
       consumer.unsubscribe()
       subscribed = Set.empty

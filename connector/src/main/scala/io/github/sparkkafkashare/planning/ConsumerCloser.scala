@@ -12,11 +12,15 @@ import org.apache.spark.sql.SparkSession
 
 /**
  * Closes a stopped query run's share consumers wherever they live: in this JVM directly (local
- * mode), and on executors through a small job with one task pinned to each live executor. A
- * consumer this misses (its executor was busy or gone) is closed by the pool's janitor.
+ * mode), and on executors through small jobs with one task pinned to each live executor. The first
+ * job has every consumer stop fetching ([[ShareConsumerPool.stopFetching]]), so that none acquires
+ * what another one releases as it closes; the second closes them. A consumer this misses (its
+ * executor was busy or gone) is closed by the pool's janitor.
  */
 private[sparkkafkashare] object ConsumerCloser extends Logging {
-  private val JobTimeoutMs = TimeUnit.SECONDS.toMillis(60)
+  private val CloseJobTimeoutMs = TimeUnit.SECONDS.toMillis(60)
+  /** Not as long: an executor busy with another job must not hold back the others' closing. */
+  private val StopFetchingJobTimeoutMs = TimeUnit.SECONDS.toMillis(10)
 
   def closeRun(
       session: SparkSession,
@@ -25,37 +29,40 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
       committedThrough: Long,
       marks: AcknowledgementMarks): Unit = {
     val here = ExecutorLocality.currentExecutor()
-    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes, here)
     // Every live executor: a slot's tasks may have left a consumer behind on one that no slot calls home.
     val executors = ExecutorLocality.sortedExecutors().filterNot(_ == here)
-    if (executors.nonEmpty && !session.sparkContext.isStopped) {
-      runCloseJob(session, runId, executors, committedThrough, marks, slotHomes)
+    val onExecutors = executors.nonEmpty && !session.sparkContext.isStopped
+    ShareConsumerPool.stopFetching(runId)
+    if (onExecutors) {
+      runOnExecutors(session, runId, executors, "stop share consumers fetching", StopFetchingJobTimeoutMs) { _ =>
+        ShareConsumerPool.stopFetching(runId)
+      }
+    }
+    ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes, here)
+    if (onExecutors) {
+      runOnExecutors(session, runId, executors, "close share consumers", CloseJobTimeoutMs) { executor =>
+        ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes, executor)
+      }
     }
   }
 
-  private def runCloseJob(
-      session: SparkSession,
-      runId: String,
-      executors: Seq[String],
-      committedThrough: Long,
-      marks: AcknowledgementMarks,
-      slotHomes: Map[Int, String]): Unit = {
+  /** Runs `action` with the executor's name in one task on each of `executors`; waits at most `timeoutMs`. */
+  private def runOnExecutors(session: SparkSession, runId: String, executors: Seq[String], what: String,
+      timeoutMs: Long)(action: String => Unit): Unit = {
     val sc = session.sparkContext
     // A thread of its own: stop() may run on an interrupted stream thread whose job group the query is cancelling.
-    val closer = new Thread(() => {
+    val job = new Thread(() => {
       try {
         sc.clearJobTags()
-        sc.setJobGroup(s"kafka-share-close-$runId", "kafka-share: close share consumers", interruptOnCancel = false)
-        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach { _ =>
-          ShareConsumerPool.closeRun(runId, committedThrough, marks, slotHomes, ExecutorLocality.currentExecutor())
-        }
+        sc.setJobGroup(s"kafka-share-close-$runId", s"kafka-share: $what", interruptOnCancel = false)
+        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => action(ExecutorLocality.currentExecutor()))
       } catch {
-        case NonFatal(e) => logWarning("Closing share consumers on executors failed; idle ones close by themselves", e)
+        case NonFatal(e) => logWarning(s"Could not $what on executors; idle ones close by themselves", e)
       }
     }, s"kafka-share-close-$runId")
-    closer.setDaemon(true)
-    closer.start()
+    job.setDaemon(true)
+    job.start()
     val interrupted = Thread.interrupted()
-    try closer.join(JobTimeoutMs) finally if (interrupted) Thread.currentThread().interrupt()
+    try job.join(timeoutMs) finally if (interrupted) Thread.currentThread().interrupt()
   }
 }
