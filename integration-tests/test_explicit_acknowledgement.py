@@ -46,8 +46,11 @@ def run_until(
 
 
 def acknowledged(metrics: dict[str, str]) -> int:
-    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed."""
-    return int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
+    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
+    less those whose acknowledgement Kafka did not apply: those come back after their lock, and are
+    acknowledged again (a consumer that lost their partition in a rebalance cannot apply them)."""
+    sent = int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
+    return sent - int(metrics.get("acknowledgementsFailed", 0))
 
 
 @STRATEGIES
