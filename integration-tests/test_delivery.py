@@ -201,10 +201,12 @@ def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
     """Back-to-back availableNow drains, as a scheduled job runs them, while records keep arriving.
-    Each drain ends with records its consumers fetched ahead; the stop releases them, and Kafka
-    counted that fetch as a delivery. The next drain fetches them first, so none is lost, and a
-    record comes with a third delivery only if that drain's consumers fetched it ahead again (CI saw
-    26 of 3,300 records do so on a busy machine); none may come with a fourth (five would archive it)."""
+    A drain can end with records its consumers fetched ahead, which the stop releases (Kafka counted
+    that fetch as a delivery); the next drain reads them, so none is lost and none is read twice. A
+    record comes with a third delivery only if that drain's consumers fetched it ahead again; none
+    may come with a fourth (five would archive it). How often a drain ends with records fetched
+    ahead depends on timing (since every consumer stops fetching before any releases, seldom), so the
+    stop's release of them is checked in ShareConsumerPoolSuite, where the test makes it happen."""
     topic = kafka.new_topic(partitions=4)
     produced: list[str] = []
     done = threading.Event()
@@ -231,23 +233,17 @@ def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at
         assert query.exception() is None
 
     try:
-        # Six drains, and more (up to twelve) until one has ended with records fetched ahead: only
-        # some do (a third to a half here), as the stop must find a fetch its consumers made ahead.
-        for drains in range(1, 13):
+        for _ in range(6):
             drain()
-            if drains >= 6 and any(count > 1 for _, count in seen):
-                break
     finally:
         done.set()
         producer.join()
-    fetched_ahead = sum(1 for _, count in seen if count > 1)
     drain()  # what the producer added last
     drain()
 
     lost, duplicated = lost_and_duplicated(produced, [v for v, _ in seen])
     assert not lost, f"{len(lost)} of {len(produced)} records lost"
     assert not duplicated, f"{len(duplicated)} records read twice"
-    assert fetched_ahead > 0, "no drain ended with records fetched ahead: the test did not test that"
     counts = Counter(count for _, count in seen)
     assert max(counts) <= 3, f"deliveryCount per record: {dict(counts)}"
     assert kafka.unfinished(group, topic) == 0

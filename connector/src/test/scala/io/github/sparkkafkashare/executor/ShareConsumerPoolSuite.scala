@@ -321,6 +321,21 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a stopped run's consumer releases what it fetched ahead of a round that never came, with one delivery counted") {
+    // Its round finds nothing, so the consumer fetches on in the background; records produced then are
+    // acquired, and taken in by the renewer to keep them locked. The run stops before another round.
+    val (topic, group) = topicAndGroup(0)
+    val run = UUID.randomUUID().toString
+    val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), 30000L, renewLocks = true)
+    try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+    produce(topic, 100)
+    eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
+    assert(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map.empty, here) == 1)
+    markStopped(run, committedThrough = 1)
+    val redelivered = acquiredByAnotherMember(topic, group, seconds = 10)
+    assert(redelivered == (0L until 100L).map(_ -> 2).toMap, "every record fetched ahead, back to the group once")
+  }
+
   test("a stopped run's consumers all stop fetching before any releases, so a released record comes back once, not once a consumer") {
     // Slot `holder` reads the whole topic in round 1; the other slot's round finds nothing, so its
     // consumer goes on fetching in the background. Round 1 committed with half its records marked
