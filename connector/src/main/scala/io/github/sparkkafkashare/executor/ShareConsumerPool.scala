@@ -115,7 +115,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    */
   def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long)
       : Map[KafkaShareCountMetric, Long] = {
-    val leftBehind = slots.asScala.toSeq.filter { case (key, _) => key.runId == runId && homes.get(key.slot).exists(_ != here) }
+    val leftBehind = slotsOf(runId).filter { case (key, _) => homes.get(key.slot).exists(_ != here) }
     leftBehind.flatMap { case (key, slot) =>
       if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) Map.empty
       else try {
@@ -141,8 +141,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       here: String): Int = {
     DeliveredRecordsIndex.forget(runId)
     stopFetching(runId)
-    slots.keySet().asScala.filter(_.runId == runId).toSeq.count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
+    slotsOf(runId).map(_._1).count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
   }
+
+  private def slotsOf(runId: String): Seq[(SlotKey, ShareConsumerSlot)] = slots.asScala.toSeq.filter(_._1.runId == runId)
 
   /**
    * Stops this JVM's consumers of a query run fetching, and waits out the fetches they had already
@@ -150,10 +152,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * a delivery, and the consumer would release the records again as it closes, so each consumer of
    * the run would bring a released record one delivery nearer the group's limit
    * (`share.delivery.count.limit`). [[closeRun]] does it first; the driver has every executor do it
-   * before any closes. All at once: each waits for the broker. Consumers already stopped return at once.
+   * before any closes; the janitor, before it closes consumers of a stopped run that the closing job
+   * missed. All at once: each waits for the broker. Consumers already stopped return at once.
    */
-  def stopFetching(runId: String): Unit = {
-    val running = slots.asScala.toSeq.collect { case (key, slot) if key.runId == runId => slot }
+  def stopFetching(runId: String): Unit = stopFetching(slotsOf(runId).map(_._2))
+
+  private def stopFetching(running: Seq[ShareConsumerSlot]): Unit =
     running.map(slot => CompletableFuture.runAsync(() => {
       slot.lock.lock()
       val inFlight = try slot.stopFetching() catch {
@@ -163,7 +167,6 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       } finally slot.lock.unlock()
       Thread.sleep(inFlight.toMillis)
     }, brokerCalls)).foreach(_.join())
-  }
 
   private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
       slotHomes: Map[Int, String], here: String): Boolean =
@@ -222,6 +225,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
           case RunLookUp.Running(state) =>
             val counted = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
             if (counted.nonEmpty) QueryRunRegistry.reportCountedOutsideTasks(runId, counted.map { case (m, n) => m.name -> n })
+          // Those left of a stopped run are all closed below: none may fetch what another releases.
+          case RunLookUp.Stopped(_, _) => stopFetching(unusedSlots.map(_._2))
           case _ =>
         }
         unusedSlots.foreach { case (key, slot) =>
