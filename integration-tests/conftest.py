@@ -298,13 +298,17 @@ def batch_committed(query: StreamingQuery, batch_id: int) -> bool:
     return progress is not None and progress["batchId"] >= batch_id
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, detail: Callable[[], object] | None = None
+) -> None:
+    """Polls `condition` every 0.5 s; on timeout the error names `what`, with `detail()` if given."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
         time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s}s waiting until {what}")
+    details = f": {detail()}" if detail else ""
+    raise AssertionError(f"timed out after {timeout_s}s waiting until {what}{details}")
 
 
 def values(n: int, prefix: str = "r") -> list[str]:
