@@ -16,8 +16,8 @@ import org.apache.kafka.common.TopicPartition
  * had it assigned to this query's consumers, and waited the full poll timeout, acquired nothing,
  * for as long as its log end offset and its reported lag stay what they were when that round began.
  * Records another member held come back when their lock expires, without Kafka's count changing, so
- * a reported lag counts again a lock duration after a round last found nothing, until a round finds
- * nothing again; and a drain (Trigger.AvailableNow) ends on quiet partitions only once they have
+ * a reported lag counts again a lock duration after the end of the last round that found nothing,
+ * until a round finds nothing again; and a drain (Trigger.AvailableNow) ends on quiet partitions only once they have
  * been quiet for a lock duration ([[quietForALock]]), long enough for the locks of a member that died
  * to expire.
  *
@@ -62,12 +62,17 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
     }
   }
 
-  /** The round that began with `atRoundStart` acquired nothing. */
-  def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit =
+  /**
+   * The round that began with `atRoundStart` has ended, and acquired nothing: told once a round. What
+   * another member held as it ended comes back within a lock duration from now.
+   */
+  def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit = {
+    val now = System.nanoTime()
     quiet ++= atRoundStart.map { case (tp, start) =>
       val since = quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
-      tp -> Quiet(start.lag, start.endOffset, since, probedAt = start.at)
+      tp -> Quiet(start.lag, start.endOffset, since, probedAt = now)
     }
+  }
 
   /** Partitions Kafka does not report as done: no lag known, or records left. */
   private def pending: Set[TopicPartition] = lags.collect { case (tp, lag) if lag.forall(_ > 0) => tp }.toSet
@@ -96,7 +101,7 @@ private[sparkkafkashare] object Backlog {
   /** A partition as Kafka reported it when a round began: its lag (None: unreported) and log end offset. */
   final case class PartitionAtRoundStart(lag: Option[Long], endOffset: Long, at: Long)
 
-  /** A partition rounds found nothing in since `since`, the last one beginning at `probedAt`. */
+  /** A partition rounds found nothing in since `since` (a round's start), the last one ending at `probedAt`. */
   private final case class Quiet(lag: Option[Long], endOffset: Long, since: Long, probedAt: Long)
 
   val PartitionsRefreshNanos: Long = TimeUnit.SECONDS.toNanos(5)

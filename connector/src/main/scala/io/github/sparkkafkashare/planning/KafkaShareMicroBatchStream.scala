@@ -104,6 +104,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var backlogChecked: Option[Long] = None
   /** [[KafkaShareSourceMetrics.acknowledged]] when the backlog was last asked for. */
   private var acknowledgedAtBacklogCheck = 0L
+  /** The last round [[markLastRoundQuiet]] told the backlog of. */
+  private var quietRound = -1L
   /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
   private var recordsFlowing = false
   /** The last latestOffset offered no round. */
@@ -135,7 +137,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val lastRoundAcquired = heldFromStart.getOrElse(0L)
     warnOfRedeliveries()
     recordsFlowing = lastRoundAcquired > 0
-    if (heldFromStart.contains(0L)) lastPlanned.foreach(p => backlog.roundFoundNothing(p.roundStart))
+    if (heldFromStart.contains(0L)) markLastRoundQuiet()
     val next = availableNow match {
       case Some(target) =>
         val drained = target.reached(counters.taken) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
@@ -410,6 +412,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    */
   private def reportedBacklog(): Option[Long] = {
     val lastRoundAcquired = lastPlanned.map(acquiredBy).getOrElse(0L)
+    if (lastRoundAcquired == 0) markLastRoundQuiet()
     if (due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)) {
       lastBacklog = try lookUpBacklog() catch {
         case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
@@ -417,6 +420,17 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     }
     lastBacklog
   }
+
+  /**
+   * Tells the backlog, once a round, that the last planned round (its batch ended) acquired nothing,
+   * before any lookup that follows it, the progress report's too: the next planning reuses the
+   * report's lookup, and a lag Kafka left stale, counted there again, would plan another round.
+   */
+  private def markLastRoundQuiet(): Unit =
+    lastPlanned.filter(p => p.round != quietRound && acquiredBy(p) == 0).foreach { p =>
+      backlog.roundFoundNothing(p.roundStart)
+      quietRound = p.round
+    }
 
   /** The records a planned round's tasks have acquired so far. */
   private def acquiredBy(round: PlannedRound): Long = counters.acquired.value - round.acquiredBefore
