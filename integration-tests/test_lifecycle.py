@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message, ShareConsumer
+from confluent_kafka import Message
 from confluent_kafka.admin import NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -87,27 +89,37 @@ def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_
 HOLDER_LOCK_S = 60  # the most a group may set on a broker with default settings
 
 
-def hold_records(kafka: KafkaCluster, holder: ShareConsumer, group: str, topic: str) -> list[Message]:
-    """Has `holder`, another member of `group`, acquire 100 records of `topic` under a lock of
-    HOLDER_LOCK_S and acknowledge the first, so that Kafka reports a lag of 99 records no other member
-    can have (Kafka writes a share-partition's state, and so its lag, at the first acknowledgement).
-    Returns what it acquired; later acquisitions get whatever lock the group sets next."""
+@contextmanager
+def another_member_holding_records(kafka: KafkaCluster, group: str, topic: str) -> Iterator[None]:
+    """While the block runs, another member of `group` holds 99 records of `topic` under a lock of
+    HOLDER_LOCK_S, and Kafka reports them as the group's lag (it writes a share-partition's state,
+    and so its lag, at the first acknowledgement: the member acknowledges one of 100). After the
+    block the member acknowledges them, which fails if it lost them, and leaves the group.
+    Acquisitions after the set-up get whatever lock the group sets next."""
     held = values(100, "held")
     kafka.produce(topic, held)
     kafka.set_group_config(group, "share.auto.offset.reset", "earliest")
     kafka.set_group_config(group, "share.record.lock.duration.ms", str(HOLDER_LOCK_S * 1000))
-    holder.subscribe([topic])
-    taken: list[Message] = []
+    holder = kafka.share_consumer(group)
+    try:
+        holder.subscribe([topic])
+        taken: list[Message] = []
 
-    def take() -> bool:
-        taken.extend(m for m in holder.poll(1.0) if m.error() is None)
-        return len(taken) == len(held)
+        def take() -> bool:
+            taken.extend(m for m in holder.poll(1.0) if m.error() is None)
+            return len(taken) == len(held)
 
-    wait_until(take, 60, "the other member acquired the records")
-    holder.acknowledge(taken[0])
-    holder.commit_sync()
-    wait_until(lambda: kafka.total_lag(group) == len(held) - 1, 30, "Kafka counted the held records")
-    return taken
+        wait_until(take, 60, "the other member acquired the records")
+        holder.acknowledge(taken[0])
+        holder.commit_sync()
+        wait_until(lambda: kafka.total_lag(group) == len(held) - 1, 30, "Kafka counted the held records")
+        yield
+        for message in taken[1:]:  # still the holder's if no query took its locks from it
+            holder.acknowledge(message)
+        failed = {str(tp): error for tp, error in holder.commit_sync().items() if error is not None}
+        assert not failed, f"the other member lost its records: {failed}"
+    finally:
+        holder.close()
 
 
 @pytest.mark.parametrize("lock_set_by", ["option", "operator", "broker"])
@@ -124,9 +136,7 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
     if lock_set_by == "broker":  # the broker's default for groups that set none
         restart_broker_with(request, {"group.share.record.lock.duration.ms": str(drain_lock_s * 1000)})
     topic = kafka.new_topic()
-    holder = kafka.share_consumer(group)
-    try:
-        taken = hold_records(kafka, holder, group, topic)
+    with another_member_holding_records(kafka, group, topic):
         read: list[str] = []
         started = time.monotonic()
         # Each sets the group's lock duration for acquisitions from now on; the holder's stand.
@@ -147,13 +157,6 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
         # Kafka's default: what a drain that did not read the group's duration would wait.
         assert took < kafka_default_lock_s, f"the drain waited {took:.0f} s, not the group's lock duration"
         assert read == []
-
-        for message in taken[1:]:  # still the holder's: its locks were never taken from it
-            holder.acknowledge(message)
-        failed = {str(tp): error for tp, error in holder.commit_sync().items() if error is not None}
-        assert not failed, f"the other member lost its records: {failed}"
-    finally:
-        holder.close()
     assert kafka.unfinished(group, topic) == 0
 
 
@@ -166,9 +169,7 @@ def test_a_stream_reports_no_backlog_for_records_another_member_holds(
     # that wait the full poll timeout (2 s each): a progress report that counted the lag before taking
     # in the round that had just found nothing reported 99 after every round, and rounds never stopped.
     topic = kafka.new_topic()
-    holder = kafka.share_consumer(group)
-    try:
-        taken = hold_records(kafka, holder, group, topic)
+    with another_member_holding_records(kafka, group, topic):
         read: list[str] = []
         query = collect_values(
             share_stream(spark, topic, group, **{"kafka.share.lock.timeout.ms": "3000"}), read
@@ -183,12 +184,6 @@ def test_a_stream_reports_no_backlog_for_records_another_member_holds(
         finally:
             query.stop()
         assert read == []
-        for message in taken[1:]:
-            holder.acknowledge(message)
-        failed = {str(tp): error for tp, error in holder.commit_sync().items() if error is not None}
-        assert not failed, f"the other member lost its records: {failed}"
-    finally:
-        holder.close()
     assert kafka.unfinished(group, topic) == 0
 
 
