@@ -291,6 +291,14 @@ def source_metrics(query: StreamingQuery) -> dict[str, str]:
     return dict(progress["sources"][0]["metrics"]) if progress else {}
 
 
+def acknowledged(metrics: dict[str, str]) -> int:
+    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
+    less those whose acknowledgement Kafka did not apply: those come back after their lock, and are
+    acknowledged again (a consumer that lost their partition in a rebalance cannot apply them)."""
+    sent = int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
+    return sent - int(metrics.get("acknowledgementsFailed", 0))
+
+
 def batch_committed(query: StreamingQuery, batch_id: int) -> bool:
     """Whether Spark has committed batch `batch_id`: it reports a batch's progress only after writing
     the batch to its commit log."""

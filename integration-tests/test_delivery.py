@@ -14,7 +14,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.streaming import StreamingQuery
 
-from conftest import KafkaCluster, lost_and_duplicated, share_stream, source_metrics, values, wait_until
+from conftest import (
+    KafkaCluster,
+    acknowledged,
+    lost_and_duplicated,
+    share_stream,
+    source_metrics,
+    values,
+    wait_until,
+)
 
 SINK_SCHEMA = "value string, partition int, offset long, deliveryCount int"
 
@@ -129,9 +137,9 @@ def test_two_queries_in_one_group_split_the_records(
 
         def all_read() -> bool:
             outputs[:] = [sink_values(spark, tmp_path / f"q{i}") for i in range(2)]
-            # Accepted: their batches committed, so stopping now cuts no batch short.
+            # Acknowledged: their batches committed, so stopping now cuts no batch short.
             return sum(map(len, outputs)) >= len(expected) and sum(
-                int(source_metrics(q).get("recordsAccepted", 0)) for q in queries
+                acknowledged(source_metrics(q)) for q in queries
             ) >= len(expected)
 
         wait_until(all_read, 120, "the two queries together read and accepted every record")

@@ -18,7 +18,7 @@ from spark_kafka_share import (
     release_or_dead_letter,
 )
 
-from conftest import KafkaCluster, share_stream, source_metrics, values, wait_until
+from conftest import KafkaCluster, acknowledged, share_stream, source_metrics, values, wait_until
 
 EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
 # Released records come back under every strategy: the ones that log rounds must not drop them as
@@ -43,14 +43,6 @@ def run_until(
         return source_metrics(query)
     finally:
         query.stop()
-
-
-def acknowledged(metrics: dict[str, str]) -> int:
-    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
-    less those whose acknowledgement Kafka did not apply: those come back after their lock, and are
-    acknowledged again (a consumer that lost their partition in a rebalance cannot apply them)."""
-    sent = int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
-    return sent - int(metrics.get("acknowledgementsFailed", 0))
 
 
 @STRATEGIES
