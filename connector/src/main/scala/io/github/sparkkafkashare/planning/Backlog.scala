@@ -17,9 +17,9 @@ import org.apache.kafka.common.TopicPartition
  * for as long as its log end offset and its reported lag stay what they were when that round began.
  * Records another member held come back when their lock expires, without Kafka's count changing, so
  * a reported lag counts again a lock duration after the end of the last round that found nothing,
- * until a round finds nothing again; and a drain (Trigger.AvailableNow) ends on quiet partitions only once they have
- * been quiet for a lock duration ([[quietForALock]]), long enough for the locks of a member that died
- * to expire.
+ * until a round finds nothing again; and a drain (Trigger.AvailableNow) ends on quiet partitions
+ * only once they have been quiet for a lock duration ([[quietForALock]]), long enough for the locks
+ * of a member that died to expire.
  *
  * @param clientIdPrefix the client id prefix of this query run's consumers
  * @param lockNanos      the group's acquisition lock duration, as last read

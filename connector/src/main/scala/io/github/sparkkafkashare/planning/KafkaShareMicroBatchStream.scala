@@ -411,8 +411,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * towards `fetchOffset.numRetries`.
    */
   private def reportedBacklog(): Option[Long] = {
+    markLastRoundQuiet()
     val lastRoundAcquired = lastPlanned.map(acquiredBy).getOrElse(0L)
-    if (lastRoundAcquired == 0) markLastRoundQuiet()
     if (due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)) {
       lastBacklog = try lookUpBacklog() catch {
         case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
