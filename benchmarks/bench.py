@@ -15,7 +15,9 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      than partitions, each consumer polls at most its even share of the group's lock limit), the same
      with the lock limit raised to 4000, and tuned to spread records over consumers in smaller polls
      (`share.acquire.mode=record_limit`, `max.poll.records=250`) and to assign the partition to each
-     consumer as it joins (`kafka.share.assignment.interval.ms=0`);
+     consumer as it joins (`kafka.share.assignment.interval.ms=0`); and with default settings under
+     Spark's async progress tracking (as in the async section), which takes Spark's offset and commit
+     logs off each batch's path;
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
      with a 1 s trigger: the driver JVM's CPU use over 60 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each;
@@ -194,10 +196,10 @@ LOCK_LIMITS: dict[str, dict[str, str]] = {
     " locks 4000": {"kafka.share.partition.max.record.locks": "4000"},
     " locks 10000": {"kafka.share.partition.max.record.locks": "10000"},
 }
-# d) kafka-share's variants: name, source options.
-WORK_VARIANTS = (
-    ("default", {}),
-    ("default locks 4000", LOCK_LIMITS[" locks 4000"]),
+# d) kafka-share's variants: name, source options, whether with Spark's async progress tracking.
+WORK_VARIANTS: tuple[tuple[str, dict[str, str], bool], ...] = (
+    ("default", {}, False),
+    ("default locks 4000", LOCK_LIMITS[" locks 4000"], False),
     (
         "tuned",
         {
@@ -205,7 +207,9 @@ WORK_VARIANTS = (
             "kafka.max.poll.records": "250",
             "kafka.share.assignment.interval.ms": "0",
         },
+        False,
     ),
+    ("default async progress tracking", {}, True),
 )
 
 
@@ -276,12 +280,19 @@ def lock_limit_drain(
 
 
 def spark_kafka_source(
-    spark: SparkSession, scenario: str, topic: str, records: int, work_ms: int = 0
+    spark: SparkSession,
+    scenario: str,
+    topic: str,
+    records: int,
+    work_ms: int = 0,
+    async_progress: bool = False,
 ) -> dict[str, Any]:
     """Spark's own `kafka` source with default options (one task per partition)."""
     df = read_stream(spark, "kafka", topic).load()
     # It keeps no acknowledgement state: its offsets live in the checkpoint.
-    return drain(spark, scenario, df, records, work_ms) | {"commit_to_ack_ms_p50": None}
+    return drain(spark, scenario, df, records, work_ms, async_progress=async_progress) | {
+        "commit_to_ack_ms_p50": None
+    }
 
 
 def drain(
@@ -573,13 +584,30 @@ def main() -> None:
         print(json.dumps(results[-1]), flush=True)
     if "d" in SECTIONS:
         work_topic = make_topic(1, args.work_records)
-        source = spark_kafka_source(spark, "d) 1 ms/record kafka source", work_topic, args.work_records, 1)
-        results.append(source | {"partitions": 1, "variant": "kafka source"})
-        for variant, options in WORK_VARIANTS:
+        # The `kafka` source both ways, so that each kafka-share variant has its like to compare with.
+        for async_progress in (False, True):
+            variant = "kafka source" + (" async progress tracking" if async_progress else "")
+            source = spark_kafka_source(
+                spark, f"d) 1 ms/record {variant}", work_topic, args.work_records, 1, async_progress
+            )
+            results.append(source | {"partitions": 1, "variant": variant, "async_progress": async_progress})
+            print(json.dumps(results[-1]), flush=True)
+        for variant, options, async_progress in WORK_VARIANTS:
             for consumers in (1, 2, 4):
                 scenario = f"d) 1 ms/record {variant} P={consumers}"
-                result = kafka_share(spark, scenario, work_topic, consumers, args.work_records, 1, options)
-                results.append(result | {"partitions": 1, "variant": f"work {variant}"})
+                result = kafka_share(
+                    spark,
+                    scenario,
+                    work_topic,
+                    consumers,
+                    args.work_records,
+                    1,
+                    options,
+                    async_progress=async_progress,
+                )
+                results.append(
+                    result | {"partitions": 1, "variant": f"work {variant}", "async_progress": async_progress}
+                )
                 print(json.dumps(results[-1]), flush=True)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
     for strategy in STRATEGIES if "strategies" in SECTIONS else ():
@@ -670,9 +698,18 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"b/c {r['records_per_s'] / c['records_per_s']:.2f} "
                 f"(from the first batch: b/c {r['flowing_records_per_s'] / c['flowing_records_per_s']:.2f})"
             )
-    work_source = next((r for r in results if r.get("variant") == "kafka source"), None)
-    for variant in (f"work {name}" for name, _ in WORK_VARIANTS):
+    for name, _, async_progress in WORK_VARIANTS:
+        variant = f"work {name}"
         work = {r["parallelism"]: r for r in results if r.get("variant") == variant}
+        work_source = next(
+            (
+                r
+                for r in results
+                if r.get("variant", "").startswith("kafka source")
+                and r.get("async_progress") == async_progress
+            ),
+            None,
+        )
         if work and work_source:
             for measure in ("records_per_s", "flowing_records_per_s"):
                 p1, p4 = work[1][measure], work[4][measure]
