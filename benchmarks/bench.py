@@ -15,9 +15,9 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      than partitions, each consumer polls at most its even share of the group's lock limit), the same
      with the lock limit raised to 4000, and tuned to spread records over consumers in smaller polls
      (`share.acquire.mode=record_limit`, `max.poll.records=250`) and to assign the partition to each
-     consumer as it joins (`kafka.share.assignment.interval.ms=0`); and with default settings under
-     Spark's async progress tracking (as in the async section), which takes Spark's offset and commit
-     logs off each batch's path;
+     consumer as it joins (`kafka.share.assignment.interval.ms=0`); and default and tuned under Spark's
+     async progress tracking (as in the async section), which takes Spark's offset and commit logs off
+     each batch's path, beside the `kafka` source the same way;
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
      with a 1 s trigger: the driver JVM's CPU use over 60 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each;
@@ -197,19 +197,17 @@ LOCK_LIMITS: dict[str, dict[str, str]] = {
     " locks 10000": {"kafka.share.partition.max.record.locks": "10000"},
 }
 # d) kafka-share's variants: name, source options, whether with Spark's async progress tracking.
+TUNED_FOR_WORK = {
+    "kafka.share.acquire.mode": "record_limit",
+    "kafka.max.poll.records": "250",
+    "kafka.share.assignment.interval.ms": "0",
+}
 WORK_VARIANTS: tuple[tuple[str, dict[str, str], bool], ...] = (
     ("default", {}, False),
     ("default locks 4000", LOCK_LIMITS[" locks 4000"], False),
-    (
-        "tuned",
-        {
-            "kafka.share.acquire.mode": "record_limit",
-            "kafka.max.poll.records": "250",
-            "kafka.share.assignment.interval.ms": "0",
-        },
-        False,
-    ),
+    ("tuned", TUNED_FOR_WORK, False),
     ("default async progress tracking", {}, True),
+    ("tuned async progress tracking", TUNED_FOR_WORK, True),
 )
 
 
