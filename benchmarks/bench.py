@@ -361,6 +361,7 @@ def drain(
         "batch_parts_ms_p50": batch_parts_ms_p50(progress),
         "peak_heap_mb": round(peak_heap_mb(spark), 1),
         "complete": read == records,
+        "async_progress": async_progress,
     }
 
 
@@ -589,7 +590,7 @@ def main() -> None:
             source = spark_kafka_source(
                 spark, f"d) 1 ms/record {variant}", work_topic, args.work_records, 1, async_progress
             )
-            results.append(source | {"partitions": 1, "variant": variant, "async_progress": async_progress})
+            results.append(source | {"partitions": 1, "variant": variant})
             print(json.dumps(results[-1]), flush=True)
         for variant, options, async_progress in WORK_VARIANTS:
             for consumers in (1, 2, 4):
@@ -604,9 +605,7 @@ def main() -> None:
                     options,
                     async_progress=async_progress,
                 )
-                results.append(
-                    result | {"partitions": 1, "variant": f"work {variant}", "async_progress": async_progress}
-                )
+                results.append(result | {"partitions": 1, "variant": f"work {variant}"})
                 print(json.dumps(results[-1]), flush=True)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
     for strategy in STRATEGIES if "strategies" in SECTIONS else ():
