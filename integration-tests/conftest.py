@@ -34,6 +34,9 @@ from confluent_kafka.admin import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+# Re-exported: the tests take it from here, the jobs from jobs/share_metrics.py.
+from jobs.share_metrics import acknowledged as acknowledged
+
 REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
 JAR = os.environ.get(
@@ -289,14 +292,6 @@ def source_metrics(query: StreamingQuery) -> dict[str, str]:
     """The kafka-share source's metrics in the query's last progress (none before its first)."""
     progress = query.lastProgress
     return dict(progress["sources"][0]["metrics"]) if progress else {}
-
-
-def acknowledged(metrics: dict[str, str]) -> int:
-    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
-    less those whose acknowledgement Kafka did not apply: those come back after their lock, and are
-    acknowledged again (a consumer that lost their partition in a rebalance cannot apply them)."""
-    sent = int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
-    return sent - int(metrics.get("acknowledgementsFailed", 0))
 
 
 def batch_committed(query: StreamingQuery, batch_id: int) -> bool:

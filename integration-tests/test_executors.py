@@ -91,7 +91,9 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     # executors busy for 150 s: that executor's slots move to the other one after Spark's locality
     # wait, and no task of the query runs where their consumers hold that batch's records. Only the
     # executor's janitor, asking the driver what is committed, can give them back while the query runs.
-    occupied = ("--occupy-executor-s", "150", "--stop-once-read", str(len(expected)))
+    # The job runs until Kafka has applied an acknowledgement for every record, so that what comes back
+    # after its lock (below) is read again within the run.
+    occupied = ("--occupy-executor-s", "150", "--stop-once-read", str(len(expected)), "--until-acknowledged")
     assert run_drain_job(topic, group, tmp_path, *SLOTS_ON_TWO_EXECUTORS, *occupied) == 0
     assert (tmp_path / "out" / "occupied-executor").read_text().isdigit()
 
@@ -165,7 +167,7 @@ def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     # sink writes the first read. Neither consumer may ACCEPT what it holds: the sink has only one
     # read, and a later action could have had the other.
     job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "1", "--max-records-per-trigger", "200")
-    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(len(expected)))
+    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(len(expected)), "--until-acknowledged")
     assert run_drain_job(topic, group, tmp_path, *job, *again) == 0
 
     reads = json.loads((tmp_path / "out" / "second-evaluation.json").read_text())

@@ -30,7 +30,8 @@ core busy this long (run with local-cluster[N,1,...]): the query's slots there m
 executors, and their consumers stay behind on a live executor that no task of the query comes back
 to. It comes with `--stop-once-read N`: the query then runs with the default trigger until the sink
 has read N distinct values (or the occupying job ends), writes whether it read them all to
-`<out>/read-all.txt`, waits for Spark to commit the last batch the sink wrote, and stops. The
+`<out>/read-all.txt`, waits for Spark to commit the last batch the sink wrote, and stops; with
+`--until-acknowledged` it also runs until Kafka has applied acknowledgements for N records. The
 occupying task writes `<out>/occupy-ended` if its time runs out. `--stop-while-occupied S` (with
 `--stop-once-read`) instead starts, once the last batch is committed, a job that keeps one executor
 busy for S seconds, stops the query while it is, writes `<out>/stopped` and keeps the application up
@@ -70,6 +71,7 @@ import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from share_metrics import acknowledged
 from spark_kafka_share import AcknowledgeType, acknowledge, marks
 
 parser = argparse.ArgumentParser()
@@ -130,6 +132,12 @@ parser.add_argument(
     metavar="N",
     help="run with the default trigger until the sink has read N distinct values (or --occupy-executor-s, "
     "else 120 s, passed)",
+)
+parser.add_argument(
+    "--until-acknowledged",
+    action="store_true",
+    help="with --stop-once-read: also run until Kafka applied acknowledgements for N records (an ACCEPT it "
+    "fails, in a rebalance, leaves its record to come back after its lock and be read again)",
 )
 parser.add_argument(
     "--stop-while-occupied",
@@ -403,7 +411,16 @@ if args.sink == "kafka":
 elif args.stop_once_read:
     query = writer.start()
     started = time.monotonic()
-    while len(read_values) < args.stop_once_read and query.isActive:
+
+    def finished() -> bool:
+        if len(read_values) < args.stop_once_read:
+            return False
+        progress = query.lastProgress
+        return not args.until_acknowledged or (
+            progress is not None and acknowledged(progress["sources"][0]["metrics"]) >= args.stop_once_read
+        )
+
+    while not finished() and query.isActive:
         if time.monotonic() - started > (args.occupy_executor_s or 120):
             break
         time.sleep(0.2)

@@ -1,0 +1,11 @@
+"""Reading kafka-share's source metrics, shared by the tests (through conftest) and the jobs they run."""
+
+from __future__ import annotations
+
+
+def acknowledged(metrics: dict[str, str]) -> int:
+    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
+    less those whose acknowledgement Kafka did not apply: those come back after their lock, and are
+    acknowledged again (a consumer that lost their partition in a rebalance cannot apply them)."""
+    sent = int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
+    return sent - int(metrics.get("acknowledgementsFailed", 0))
