@@ -4,6 +4,7 @@ import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.SECONDS
 
+import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
@@ -15,6 +16,7 @@ import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 import org.scalatest.BeforeAndAfterAll
+import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -162,7 +164,11 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
       val operator = Seq("share.record.lock.duration.ms" -> "45000", "share.renew.acknowledge.enable" -> "false")
         .map { case (k, v) => new AlterConfigOp(new ConfigEntry(k, v), AlterConfigOp.OpType.SET) }
       admin.incrementalAlterConfigs(Map(resource -> operator.asJavaCollection).asJava).all().get(30, SECONDS)
-      assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L))
+      // The broker takes the change from its metadata log: a describe right after the alter may show
+      // the old configs for a moment (seen in CI), and a running query reads them again every 5 s.
+      eventually(timeout(10.seconds)) {
+        assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L))
+      }
     } finally groupAdmin.close()
   }
 }
