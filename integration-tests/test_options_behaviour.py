@@ -100,8 +100,12 @@ def test_more_consumers_than_partitions_share_each_batch(
     if lock_limit_from == "broker":
         lock_limit = 1000
         restart_broker_with(request, {"group.share.partition.max.record.locks": str(lock_limit)})
+    # Enough records that the drain outlasts the group's assignment of the last consumer to join: on a
+    # fast machine three consumers read 20,000 records, 10 batches, before Kafka assigned the fourth
+    # (Kafka's assignment interval and a heartbeat, 2 to 5 s; seen in CI).
+    records = 40_000
     topic = kafka.new_topic(partitions=1)
-    kafka.produce(topic, values(20_000))
+    kafka.produce(topic, values(records))
     read: list[str] = []
     per_slot: dict[int, Counter[int]] = {}
     sink = counting_slots(read, per_slot)
@@ -110,7 +114,7 @@ def test_more_consumers_than_partitions_share_each_batch(
     query = df.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
     assert query.awaitTermination(180)
     assert query.exception() is None
-    assert sorted(read) == values(20_000)
+    assert sorted(read) == values(records)
     assert kafka.group_config(group, "share.partition.max.record.locks") == str(lock_limit)
     assert max(n for batch in per_slot.values() for n in batch.values()) <= lock_limit // 4, per_slot
     assert max(len(batch) for batch in per_slot.values()) == 4, per_slot
