@@ -34,8 +34,9 @@ from confluent_kafka.admin import (
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-# Re-exported: the tests take it from here, the jobs from jobs/share_metrics.py.
+# Re-exported: the tests take them from here, the jobs from jobs/share_metrics.py.
 from jobs.share_metrics import acknowledged as acknowledged
+from jobs.share_metrics import source_metrics as source_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
@@ -286,12 +287,6 @@ def share_stream(spark: SparkSession, topic: str, group: str, **options: str) ->
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
-
-
-def source_metrics(query: StreamingQuery) -> dict[str, str]:
-    """The kafka-share source's metrics in the query's last progress (none before its first)."""
-    progress = query.lastProgress
-    return dict(progress["sources"][0]["metrics"]) if progress else {}
 
 
 def batch_committed(query: StreamingQuery, batch_id: int) -> bool:

@@ -71,7 +71,7 @@ import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from share_metrics import acknowledged
+from share_metrics import acknowledged, source_metrics
 from spark_kafka_share import AcknowledgeType, acknowledge, marks
 
 parser = argparse.ArgumentParser()
@@ -413,11 +413,8 @@ elif args.stop_once_read:
     started = time.monotonic()
 
     def finished() -> bool:
-        if len(read_values) < args.stop_once_read:
-            return False
-        progress = query.lastProgress
-        return not args.until_acknowledged or (
-            progress is not None and acknowledged(progress["sources"][0]["metrics"]) >= args.stop_once_read
+        return len(read_values) >= args.stop_once_read and (
+            not args.until_acknowledged or acknowledged(source_metrics(query)) >= args.stop_once_read
         )
 
     while not finished() and query.isActive:
@@ -453,7 +450,7 @@ for progress in query.recentProgress:
     source = progress["sources"][0]
     print(f"batch {progress['batchId']}: {source['numInputRows']} rows, {source['metrics']}", file=sys.stderr)
 if query.lastProgress:  # the run's counters so far: the source metrics are totals since the query started
-    (out / "metrics.json").write_text(json.dumps(query.lastProgress["sources"][0]["metrics"]))
+    (out / "metrics.json").write_text(json.dumps(source_metrics(query)))
 jsc = spark.sparkContext._jsc
 assert jsc is not None
 (out / "executors.txt").write_text(str(jsc.sc().getExecutorMemoryStatus().size() - 1))

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from pyspark.sql.streaming import StreamingQuery
+
+
+def source_metrics(query: StreamingQuery) -> dict[str, str]:
+    """The kafka-share source's metrics in the query's last progress (none before its first)."""
+    progress = query.lastProgress
+    return dict(progress["sources"][0]["metrics"]) if progress else {}
+
 
 def acknowledged(metrics: dict[str, str]) -> int:
     """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
