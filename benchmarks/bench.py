@@ -38,8 +38,10 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
 Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
 planning, the offset log write (walCommit), running the batch (addBatch), the commit log write.
 
-Throughput is given end to end (query start to end, as the perf tool measures) and from the first
-batch with records to the end of the last (a share consumer first has to join its group).
+Throughput is given end to end (query start to end, as the perf tool measures), from the first
+batch with records to the end of the last (a share consumer first has to join its group), and over
+the batches that start in the second half of that time ("steady": past the query's start, what a
+long-running stream would sustain).
 Writes benchmarks/results/<UTC time>.json and prints a table.
 """
 
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import statistics
@@ -338,6 +341,15 @@ def drain(
     elapsed = (last_read if async_progress else stopped) - started
     # From the start of the first batch with records to the end of the last one.
     flowing_s = last_read - _ts(progress[0]["timestamp"])
+    # The batches that start in the second half of that time: past a query's start (its consumers
+    # joining, their assignment), what a long-running stream would sustain. None for a single batch.
+    halfway = _ts(progress[0]["timestamp"]) + flowing_s / 2
+    second_half = [p for p in progress if _ts(p["timestamp"]) >= halfway]
+    steady = (
+        sum(int(p["numInputRows"]) for p in second_half) / (last_read - _ts(second_half[0]["timestamp"]))
+        if second_half
+        else None
+    )
     durations = sorted(p["durationMs"]["triggerExecution"] for p in progress)
     # The records of a batch are accepted by the next batch's tasks, so commit-to-acknowledgement is
     # the gap from a batch's end to the start of the next one.
@@ -352,6 +364,7 @@ def drain(
         "seconds": round(elapsed, 2),
         "records_per_s": read / elapsed,
         "flowing_records_per_s": read / flowing_s,
+        "steady_records_per_s": steady,
         "mb_per_s": read * args.record_size / elapsed / 2**20,
         "batches": len(progress),
         "batches_run": sum(1 for p in query.recentProgress if "addBatch" in p["durationMs"]),
@@ -671,6 +684,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         "partitions",
         "records_per_s",
         "flowing_records_per_s",
+        "steady_records_per_s",
         "mb_per_s",
         "batch_ms_p50",
         "batch_ms_p99",
@@ -709,29 +723,33 @@ def print_table(results: list[dict[str, Any]]) -> None:
             None,
         )
         if work and work_source:
-            for measure in ("records_per_s", "flowing_records_per_s"):
+            for measure in ("records_per_s", "flowing_records_per_s", "steady_records_per_s"):
                 p1, p4 = work[1][measure], work[4][measure]
-                print(
-                    f"d {variant} ({measure}): P2/P1 {work[2][measure] / p1:.2f}, P4/P1 {p4 / p1:.2f}, "
-                    f"P4 against the kafka source {p4 / work_source[measure]:.2f}"
-                )
+                if None in (p1, work[2][measure], p4):
+                    continue
+                line = f"d {variant} ({measure}): P2/P1 {work[2][measure] / p1:.2f}, P4/P1 {p4 / p1:.2f}"
+                if work_source[measure]:  # a single batch has no steady figure
+                    line += f", P4 against the kafka source {p4 / work_source[measure]:.2f}"
+                print(line)
     # A setting may slow P=1 (the tuned one's small polls), so also the fastest P=4 against the fastest P=1.
-    for async_progress in (False, True):
+    for async_progress, measure in itertools.product(
+        (False, True), ("records_per_s", "steady_records_per_s")
+    ):
         drains = [
             r
             for r in results
-            if r.get("variant", "").startswith("work ") and r.get("async_progress") == async_progress
+            if r.get("variant", "").startswith("work ")
+            and r.get("async_progress") == async_progress
+            and r[measure] is not None
         ]
         fastest = {
-            p: max(
-                (r for r in drains if r["parallelism"] == p), key=lambda r: r["records_per_s"], default=None
-            )
+            p: max((r for r in drains if r["parallelism"] == p), key=lambda r: r[measure], default=None)
             for p in (1, 4)
         }
         if fastest[1] and fastest[4]:
             print(
-                f"d fastest P=4 against fastest P=1{' (async progress tracking)' if async_progress else ''}: "
-                f"{fastest[4]['records_per_s'] / fastest[1]['records_per_s']:.2f} "
+                f"d fastest P=4 against fastest P=1{' (async progress tracking)' if async_progress else ''} "
+                f"({measure}): {fastest[4][measure] / fastest[1][measure]:.2f} "
                 f"({fastest[4]['scenario']} / {fastest[1]['scenario']})"
             )
     baseline = next((r for r in results if r["scenario"].startswith("idle) no query")), None)
