@@ -3,6 +3,7 @@ package io.github.sparkkafkashare.executor
 import java.time.Duration
 import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutorService, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
 import java.util.concurrent.atomic.AtomicInteger
+import java.util.concurrent.locks.ReentrantLock
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -27,7 +28,8 @@ import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunL
  * comes first. Every [[RenewCheckInterval]] the locks of records that wait for their batch to
  * commit are renewed, each slot's on a thread of its own: a renewal waits for the broker (up to
  * 10 s), and neither a slow close nor another slot's slow renewal may hold one back past its locks'
- * expiry.
+ * expiry. When the JVM exits, what the janitor has begun closing is finished and the consumers left
+ * are closed ([[closeAllAtExit]]).
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
@@ -40,6 +42,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
+  /** Held by the janitor through each look, so that the JVM's exit waits for the closes it has begun. */
+  private val tidying = new ReentrantLock()
+  /** How long the JVM's exit waits, in all, for the janitor and for the consumers to close. */
+  val ExitWait: Duration = Duration.ofSeconds(10)
 
   /** Runs the janitor ([[tidy]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
   private lazy val background: ScheduledExecutorService = {
@@ -48,7 +54,29 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       TidyInterval.toMillis, TimeUnit.MILLISECONDS)
     executor.scheduleWithFixedDelay(() => renewLocks(), RenewCheckInterval.toMillis, RenewCheckInterval.toMillis,
       TimeUnit.MILLISECONDS)
+    Runtime.getRuntime.addShutdownHook(new Thread(() => closeAllAtExit(), "kafka-share-consumer-pool-exit"))
     executor
+  }
+
+  /**
+   * When the JVM exits (its application ended, or the cluster manager stopped the executor, with
+   * the grace period it gives), lets the janitor finish the closes it has begun, then closes the
+   * consumers left, each settled by what its slot last learned. The janitor closes a stopped run's
+   * consumers that the run's closing job missed (their executor was busy) a few seconds after the
+   * stop: they leave the group first, then ACCEPT what the query committed as they close. An
+   * application that ends right after the stop would otherwise kill them in between, and the group
+   * would deliver those records again.
+   */
+  private[executor] def closeAllAtExit(): Unit = {
+    val deadline = System.nanoTime() + ExitWait.toNanos
+    def waitFor(lock: ReentrantLock): Boolean = lock.tryLock(math.max(0L, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
+    if (waitFor(tidying)) tidying.unlock()
+    slots.forEach { (key, slot) =>
+      if (waitFor(slot.lock)) {
+        val left = Duration.ofNanos(math.max(0L, deadline - System.nanoTime()))
+        try close(key, committedThrough = -1L, AcknowledgementMarks.None, left) finally slot.lock.unlock()
+      } else logWarning(s"The share consumer of slot ${key.slot} is still in use as the JVM exits; it is not closed")
+    }
   }
 
   /** Threads for calls that wait for the broker: lock renewals, and a stopping run's consumers leaving the group. */
@@ -173,11 +201,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks)
     else close(key, committedThrough = -1L, AcknowledgementMarks.None)
 
-  private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks): Boolean = Option(slots.get(key)).exists { slot =>
+  private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration = CloseTimeout)
+      : Boolean = Option(slots.get(key)).exists { slot =>
     slot.lock.lock()
     try {
       if (slots.remove(key, slot)) {
-        try slot.close(committedThrough, marks, CloseTimeout) catch {
+        try slot.close(committedThrough, marks, timeout) catch {
           case NonFatal(e) => logWarning(s"Closing the share consumer of slot ${key.slot} failed", e)
         }
         true
@@ -216,6 +245,13 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    */
   private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout,
       lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {
+    tidying.lock()
+    try tidyUnused(here, unusedFor, idleTimeout, lookUp) finally tidying.unlock()
+  } catch {
+    case NonFatal(e) => logWarning("The share consumer pool's janitor failed; it tries again shortly", e)
+  }
+
+  private def tidyUnused(here: String, unusedFor: Duration, idleTimeout: Duration, lookUp: String => RunLookUp): Unit = {
     val now = System.nanoTime()
     def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
     slots.asScala.toSeq.filter { case (_, slot) => unused(slot, unusedFor) }.groupBy(_._1.runId).foreach {
@@ -259,7 +295,5 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
           } finally slot.lock.unlock()
         }
     }
-  } catch {
-    case NonFatal(e) => logWarning("The share consumer pool's janitor failed; it tries again shortly", e)
   }
 }

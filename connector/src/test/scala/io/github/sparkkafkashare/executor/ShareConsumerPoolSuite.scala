@@ -258,6 +258,21 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("as the JVM exits, a stopped run's consumer that the janitor is closing still ACCEPTs the last committed round") {
+    withSlotHolding(round = 1) { (run, topic, group, _) =>
+      markStopped(run, committedThrough = 1)
+      val janitor = Future(ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO))
+      // The janitor has the consumer leave the group, waits out its fetch in flight, then ACCEPTs as it
+      // closes: an application ending right after a stop exits in between.
+      eventually(timeout(30.seconds), interval(5.millis))(assert(!memberClientIds(group).contains(s"$run-1")))
+      ShareConsumerPool.closeAllAtExit()
+      assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      // Closed at exit by what the slot alone knew (nothing committed), every record would come back.
+      assert(acquiredByAnotherMember(topic, group, seconds = 10).isEmpty, "the committed round was ACCEPTed")
+      Await.result(janitor, 30.seconds)
+    }
+  }
+
   test("the driver remembers the latest stopped runs, the latest few with their marks, and knows nothing of older ones") {
     val stopped = Seq.fill(QueryRunRegistry.StoppedRunsKept + 1)(UUID.randomUUID().toString)
     val last = RunState(7, Map(0 -> elsewhere))
