@@ -343,7 +343,7 @@ def drain(
     flowing_s = last_read - _ts(progress[0]["timestamp"])
     # The batches that start in the second half of that time: past a query's start (its consumers
     # joining, their assignment), what a long-running stream would sustain. None for a single batch.
-    halfway = _ts(progress[0]["timestamp"]) + flowing_s / 2
+    halfway = last_read - flowing_s / 2
     second_half = [p for p in progress if _ts(p["timestamp"]) >= halfway]
     steady = (
         sum(int(p["numInputRows"]) for p in second_half) / (last_read - _ts(second_half[0]["timestamp"]))

@@ -69,12 +69,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    */
   private[executor] def closeAllAtExit(): Unit = {
     val deadline = System.nanoTime() + ExitWait.toNanos
-    def waitFor(lock: ReentrantLock): Boolean = lock.tryLock(math.max(0L, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
+    def timeLeft = Duration.ofNanos(math.max(0L, deadline - System.nanoTime()))
+    def waitFor(lock: ReentrantLock): Boolean = lock.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)
     if (waitFor(tidying)) tidying.unlock()
     slots.forEach { (key, slot) =>
       if (waitFor(slot.lock)) {
-        val left = Duration.ofNanos(math.max(0L, deadline - System.nanoTime()))
-        try close(key, committedThrough = -1L, AcknowledgementMarks.None, left) finally slot.lock.unlock()
+        try close(key, committedThrough = -1L, AcknowledgementMarks.None, timeLeft) finally slot.lock.unlock()
       } else logWarning(s"The share consumer of slot ${key.slot} is still in use as the JVM exits; it is not closed")
     }
   }
