@@ -36,7 +36,9 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      was read.
 
 Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
-planning, the offset log write (walCommit), running the batch (addBatch), the commit log write.
+planning, the offset log write (walCommit), running the batch (addBatch), the commit log write; and
+each batch's start, rows, time and parts (`batch_timeline` in the JSON), from which the printed lines
+name the batches that took over twice the p50, when they started and their longest part.
 
 Throughput is given end to end (query start to end, as the perf tool measures), from the first
 batch with records to the end of the last (a share consumer first has to join its group), and over
@@ -372,6 +374,17 @@ def drain(
         "batch_ms_p99": _percentile(durations, 99),
         "commit_to_ack_ms_p50": _percentile(sorted(gaps), 50),
         "batch_parts_ms_p50": batch_parts_ms_p50(progress),
+        # Each batch with records: [start in s after the query's start, rows, ms, [ms of each of
+        # BATCH_PARTS]], to show where in a drain its slow batches fall and which part made them slow.
+        "batch_timeline": [
+            [
+                round(_ts(p["timestamp"]) - started, 2),
+                int(p["numInputRows"]),
+                p["durationMs"]["triggerExecution"],
+                [p["durationMs"].get(part, 0) for part in BATCH_PARTS],
+            ]
+            for p in progress
+        ],
         "peak_heap_mb": round(peak_heap_mb(spark), 1),
         "complete": read == records,
         "async_progress": async_progress,
@@ -386,6 +399,16 @@ def batch_parts_ms_p50(progress: list[dict[str, Any]]) -> dict[str, float | None
     return {
         part: _percentile(sorted(p["durationMs"].get(part, 0) for p in progress), 50) for part in BATCH_PARTS
     }
+
+
+def slow_batches(timeline: list[list[Any]], p50_ms: float) -> list[tuple[int, float, int, str]]:
+    """The batches of a drain's timeline that took over twice its p50: (number from 1, start, ms, the
+    part of the batch that took longest)."""
+    return [
+        (i, start, ms, BATCH_PARTS[parts.index(max(parts))])
+        for i, (start, _, ms, parts) in enumerate(timeline, 1)
+        if ms > 2 * p50_ms
+    ]
 
 
 def spark_batch_floor(
@@ -701,6 +724,15 @@ def print_table(results: list[dict[str, Any]]) -> None:
         if r.get("batch_parts_ms_p50"):
             parts = ", ".join(f"{part} {fmt(ms)}" for part, ms in r["batch_parts_ms_p50"].items())
             print(f"{r['scenario']}, {r['partitions']} partitions, p50 ms: {parts}")
+    for r in results:
+        if r.get("batch_timeline"):
+            slow = slow_batches(r["batch_timeline"], r["batch_ms_p50"])
+            where = ", ".join(f"#{i} at {start:.1f} s ({ms:,} ms, {part})" for i, start, ms, part in slow[:8])
+            print(
+                f"{r['scenario']}, {r['partitions']} partitions: {len(slow)} of {len(r['batch_timeline'])} "
+                f"batches over twice the p50 ({fmt(r['batch_ms_p50'])} ms){': ' + where if slow else ''}"
+                f"{', ...' if len(slow) > 8 else ''}"
+            )
     for r in results:
         if r["scenario"].startswith("b)") and (r["partitions"], str(r["parallelism"])) in raw:
             a, c = raw[(r["partitions"], str(r["parallelism"]))], source[r["partitions"]]
