@@ -54,6 +54,7 @@ import datetime
 import itertools
 import json
 import os
+import re
 import statistics
 import subprocess
 import time
@@ -374,14 +375,14 @@ def drain(
         "batch_ms_p99": _percentile(durations, 99),
         "commit_to_ack_ms_p50": _percentile(sorted(gaps), 50),
         "batch_parts_ms_p50": batch_parts_ms_p50(progress),
-        # Each batch with records: [start in s after the query's start, rows, ms, [ms of each of
-        # BATCH_PARTS]], to show where in a drain its slow batches fall and which part made them slow.
+        # Each batch with records, as TIMELINE_COLUMNS: where in a drain its slow batches fall and
+        # which part made them slow.
         "batch_timeline": [
             [
                 round(_ts(p["timestamp"]) - started, 2),
                 int(p["numInputRows"]),
                 p["durationMs"]["triggerExecution"],
-                [p["durationMs"].get(part, 0) for part in BATCH_PARTS],
+                *(p["durationMs"].get(part, 0) for part in BATCH_PARTS),
             ]
             for p in progress
         ],
@@ -393,6 +394,9 @@ def drain(
 
 # The parts of a batch's time in Spark's progress, in the order a batch runs them.
 BATCH_PARTS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
+# A batch of a drain's `batch_timeline`: its start in s after the query's start, rows, ms, and the ms
+# of each of BATCH_PARTS.
+TIMELINE_COLUMNS = ("start_s", "rows", "ms", *BATCH_PARTS)
 
 
 def batch_parts_ms_p50(progress: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -401,12 +405,24 @@ def batch_parts_ms_p50(progress: list[dict[str, Any]]) -> dict[str, float | None
     }
 
 
-def slow_batches(timeline: list[list[Any]], p50_ms: float) -> list[tuple[int, float, int, str]]:
+def show(measured: dict[str, Any] | list[dict[str, Any]]) -> None:
+    """Prints what a section measured as it ends, without the batch timelines (they go to the file)."""
+    drains = measured if isinstance(measured, list) else [measured]
+    print(json.dumps([{k: v for k, v in r.items() if k != "batch_timeline"} for r in drains]), flush=True)
+
+
+def write_results(out: Path, meta: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """Indented JSON with every list of numbers (a batch of a timeline) on one line."""
+    text = json.dumps({"meta": meta, "results": results}, indent=2)
+    out.write_text(re.sub(r"\[[-+0-9.eE,\s]*\]", lambda m: json.dumps(json.loads(m.group(0))), text))
+
+
+def slow_batches(timeline: list[list[float]], p50_ms: float) -> list[tuple[int, float, float, str]]:
     """The batches of a drain's timeline that took over twice its p50: (number from 1, start, ms, the
     part of the batch that took longest)."""
     return [
         (i, start, ms, BATCH_PARTS[parts.index(max(parts))])
-        for i, (start, _, ms, parts) in enumerate(timeline, 1)
+        for i, (start, _, ms, *parts) in enumerate(timeline, 1)
         if ms > 2 * p50_ms
     ]
 
@@ -573,7 +589,7 @@ def main() -> None:
             results.append(raw_share_consumers(topic, consumers, args.records) | {"partitions": partitions})
             for variant in LOCK_LIMITS:
                 results.append(lock_limit_drain(spark, topic, partitions, consumers, variant))
-        print(json.dumps([r for r in results if r.get("partitions") == partitions]), flush=True)
+        show([r for r in results if r.get("partitions") == partitions])
     # Spark's own cost of a batch, with its default checkpoint file manager and its FileSystem-based
     # one (on a local disk, Hadoop's FileContext rename starts a `readlink` process when Hadoop has no
     # native library, as here).
@@ -590,7 +606,7 @@ def main() -> None:
                     measured.append(lock_limit_drain(spark, topic, partitions, consumers, variant, manager))
         spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
         results += measured
-        print(json.dumps(measured), flush=True)
+        show(measured)
     # b) again with Spark's async progress tracking (writeStream option asyncProgressTrackingEnabled, for
     # the noop, console, memory and Kafka sinks): the offset and commit logs are written in the
     # background, at most once a second, instead of twice a batch.
@@ -605,11 +621,11 @@ def main() -> None:
                     )
                     measured.append(result)
         results += measured
-        print(json.dumps(measured), flush=True)
+        show(measured)
     for trigger in (None, "1 second") if "idle" in SECTIONS else ():
         for source in ("kafka-share", "kafka"):
             results.append(idle_cpu(spark, source, topic_4p, args.records, trigger))
-        print(json.dumps(results[-2:]), flush=True)
+        show(results[-2:])
     if "idle" in SECTIONS:
         # The same JVM with no query running, measured after the idle queries (before them, it is
         # still busy after the drains, compiling and collecting): what an idle stream adds is
@@ -617,7 +633,7 @@ def main() -> None:
         time.sleep(10)
         baseline = jvm_cpu(spark, 60)
         results.append({"scenario": "idle) no query (the JVM's own use)", "partitions": 4, **baseline})
-        print(json.dumps(results[-1]), flush=True)
+        show(results[-1])
     if "d" in SECTIONS:
         work_topic = make_topic(1, args.work_records)
         # The `kafka` source both ways, so that each kafka-share variant has its like to compare with.
@@ -627,7 +643,7 @@ def main() -> None:
                 spark, f"d) 1 ms/record {variant}", work_topic, args.work_records, 1, async_progress
             )
             results.append(source | {"partitions": 1, "variant": variant})
-            print(json.dumps(results[-1]), flush=True)
+            show(results[-1])
         for variant, options, async_progress in WORK_VARIANTS:
             for consumers in (1, 2, 4):
                 scenario = f"d) 1 ms/record {variant} P={consumers}"
@@ -642,13 +658,13 @@ def main() -> None:
                     async_progress=async_progress,
                 )
                 results.append(result | {"partitions": 1, "variant": f"work {variant}"})
-                print(json.dumps(results[-1]), flush=True)
+                show(results[-1])
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
     for strategy in STRATEGIES if "strategies" in SECTIONS else ():
         options = {"kafka.share.exactly.once.strategy": strategy}
         result = kafka_share(spark, f"e) strategy {strategy} P=4", topic_4p, 4, args.records, 0, options)
         results.append(result | {"partitions": 4, "strategy": strategy})
-        print(json.dumps(results[-1]), flush=True)
+        show(results[-1])
     # f) The same with the checkpoint on S3: what each batch asks of the store. A first write starts
     # S3A's client, so that the first strategy does not pay for it.
     if s3:
@@ -674,7 +690,7 @@ def main() -> None:
                 "s3_requests_per_batch": per_batch,
             }
             results.append(result | {"partitions": 4} | on_s3)
-            print(json.dumps(results[-1]), flush=True)
+            show(results[-1])
     spark.stop()
     if s3:
         s3.stop()
@@ -692,8 +708,9 @@ def main() -> None:
         "machine": f"{os.cpu_count()} cores",
         "spark": "4.3.0 local[4]",
         "kafka": "4.3.1 single node",
+        "batch_timeline_columns": TIMELINE_COLUMNS,
     }
-    out.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    write_results(out, meta, results)
     print_table(results)
     print(f"\nwritten to {out.relative_to(REPO)}")
 
@@ -727,7 +744,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
     for r in results:
         if r.get("batch_timeline"):
             slow = slow_batches(r["batch_timeline"], r["batch_ms_p50"])
-            where = ", ".join(f"#{i} at {start:.1f} s ({ms:,} ms, {part})" for i, start, ms, part in slow[:8])
+            where = ", ".join(
+                f"#{i} at {start:.1f} s ({ms:,.0f} ms, {part})" for i, start, ms, part in slow[:8]
+            )
             print(
                 f"{r['scenario']}, {r['partitions']} partitions: {len(slow)} of {len(r['batch_timeline'])} "
                 f"batches over twice the p50 ({fmt(r['batch_ms_p50'])} ms){': ' + where if slow else ''}"
