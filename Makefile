@@ -86,9 +86,10 @@ clean:
 	rm -rf connector/target target project/target project/project dev/kafka-local/target dist
 
 # Throughput, batch latency and heap of kafka-share against Kafka's own share-consumer perf tool, on
-# the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data.
+# the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data;
+# BENCH_ARGS passes options to benchmarks/bench.py, e.g. BENCH_ARGS="--sections d" for one section.
 bench: $(JAR) $(VENV)/.bench-installed kafka-up
-	$(VENV_PY) benchmarks/bench.py --jar $(JAR)
+	$(VENV_PY) benchmarks/bench.py --jar $(JAR) $(BENCH_ARGS)
 
 $(VENV)/.bench-installed: $(VENV)/.installed benchmarks/requirements.txt
 	$(VENV_PY) -m pip install --quiet -r benchmarks/requirements.txt
