@@ -742,7 +742,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
             parts = ", ".join(f"{part} {fmt(ms)}" for part, ms in r["batch_parts_ms_p50"].items())
             print(f"{r['scenario']}, {r['partitions']} partitions, p50 ms: {parts}")
     for r in results:
-        if r.get("batch_timeline"):
+        if len(r.get("batch_timeline") or []) > 1:  # a one-batch drain (the `kafka` source's) has none slow
             slow = slow_batches(r["batch_timeline"], r["batch_ms_p50"])
             where = ", ".join(
                 f"#{i} at {start:.1f} s ({ms:,.0f} ms, {part})" for i, start, ms, part in slow[:8]
