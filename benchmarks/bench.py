@@ -34,6 +34,12 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      logs written in the background, at most once a second), at the default lock limit and at 10000;
      with the default trigger (Spark refuses it with Trigger.AvailableNow), stopped once every record
      was read.
+  firstbatch) the first batch of a new group's drain at P=2 and P=4, alternating settings over rounds:
+     b) drains of a smaller topic (4 partitions and 1) with Kafka's assignment interval at its default
+     (1 s) and at 0 (`kafka.share.assignment.interval.ms=0`), and d) drains with the default poll
+     timeout (2 s, longer than that interval) and with `pollTimeoutMs=500` (shorter): how long the
+     first batch takes, and on 1 partition when a batch first holds more records than one consumer
+     may poll (its even share of the group's lock limit), i.e. when a second consumer had the partition.
 
 Every drain also gives the p50 of each part of a batch's time in Spark's progress (`durationMs`):
 planning, the offset log write (walCommit), running the batch (addBatch), the commit log write; and
@@ -90,11 +96,18 @@ parser.add_argument(
     default=int(os.environ.get("BENCH_S3_RECORDS", "200000")),
 )
 parser.add_argument(
+    "--first-batch-records",
+    type=int,
+    default=int(os.environ.get("BENCH_FIRST_BATCH_RECORDS", "200000")),
+)
+parser.add_argument("--first-batch-rounds", type=int, default=2)
+parser.add_argument(
     "--sections",
-    default="ab,floor,async,idle,d,strategies,objectstore",
+    default="ab,floor,async,idle,d,firstbatch,strategies,objectstore",
     help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost), "
     "objectstore (the strategies with the checkpoint on S3), floor (Spark's own cost of a micro-batch), "
-    "async (b and the floor with Spark's async progress tracking)",
+    "async (b and the floor with Spark's async progress tracking), firstbatch (the first batch at P=2 "
+    "and P=4: the assignment interval at 0, a poll timeout shorter than it)",
 )
 args = parser.parse_args()
 SECTIONS = set(args.sections.split(","))
@@ -217,6 +230,16 @@ WORK_VARIANTS: tuple[tuple[str, dict[str, str], bool], ...] = (
     ("tuned async progress tracking", TUNED_FOR_WORK, True),
 )
 
+# firstbatch) b's and d's settings, each against the default: the group's assignment interval, which
+# delays a new consumer's partitions, and a first poll that ends before that interval does.
+FIRST_BATCH_VARIANTS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
+    "b": (("default", {}), ("assignment interval 0", {"kafka.share.assignment.interval.ms": "0"})),
+    "d": (("default", {}), ("pollTimeoutMs 500", {"pollTimeoutMs": "500"})),
+}
+# Kafka's default group.share.partition.max.record.locks: with more consumers than partitions, each
+# polls at most its even share of it.
+KAFKA_DEFAULT_LOCK_LIMIT = 2000
+
 
 def sbt_jars(project: str, jar_prefix: str) -> list[str]:
     """The jars of a jars-only sbt project of this build that pyspark does not ship."""
@@ -298,6 +321,42 @@ def spark_kafka_source(
     return drain(spark, scenario, df, records, work_ms, async_progress=async_progress) | {
         "commit_to_ack_ms_p50": None
     }
+
+
+def first_batch_drains(spark: SparkSession) -> list[dict[str, Any]]:
+    """firstbatch) each of FIRST_BATCH_VARIANTS at P=2 and P=4, the settings alternating within each
+    round so that a warming JVM favours neither."""
+    b_topics = {p: make_topic(p, args.first_batch_records) for p in (4, 1)}
+    work_topic = make_topic(1, args.work_records)
+    kinds = (("b", b_topics, args.first_batch_records, 0), ("d", {1: work_topic}, args.work_records, 1))
+    measured = []
+    for round_number in range(1, args.first_batch_rounds + 1):
+        for kind, topics, records, work_ms in kinds:
+            for (partitions, topic), consumers, (setting, options) in itertools.product(
+                topics.items(), (2, 4), FIRST_BATCH_VARIANTS[kind]
+            ):
+                scenario = f"firstbatch) {kind} {setting} P={consumers} round {round_number}"
+                result = kafka_share(spark, scenario, topic, consumers, records, work_ms, options)
+                timeline = result["batch_timeline"]
+                # On 1 partition: when a batch first held the records of more than one consumer.
+                one_consumer_most = KAFKA_DEFAULT_LOCK_LIMIT // consumers
+                shared = (
+                    next((start for start, rows, *_ in timeline if rows > one_consumer_most), None)
+                    if partitions == 1
+                    else None
+                )
+                measured.append(
+                    result
+                    | {
+                        "partitions": partitions,
+                        "first_batch_setting": f"{kind} {setting}",
+                        "first_batch_start_s": timeline[0][0],
+                        "first_batch_ms": float(timeline[0][2]),
+                        "shared_from_s": shared,
+                    }
+                )
+                show(measured[-1])
+    return measured
 
 
 def drain(
@@ -659,6 +718,8 @@ def main() -> None:
                 )
                 results.append(result | {"partitions": 1, "variant": f"work {variant}"})
                 show(results[-1])
+    if "firstbatch" in SECTIONS:
+        results += first_batch_drains(spark)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
     for strategy in STRATEGIES if "strategies" in SECTIONS else ():
         options = {"kafka.share.exactly.once.strategy": strategy}
@@ -802,6 +863,14 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"d fastest P=4 against fastest P=1{' (async progress tracking)' if async_progress else ''} "
                 f"({measure}): {fastest[4][measure] / fastest[1][measure]:.2f} "
                 f"({fastest[4]['scenario']} / {fastest[1]['scenario']})"
+            )
+    for r in results:
+        if "first_batch_setting" in r:
+            shared = r["shared_from_s"]
+            print(
+                f"{r['scenario']}, {r['partitions']} partitions: {fmt(r['records_per_s'])} records/s, "
+                f"first batch at {r['first_batch_start_s']:.1f} s, {fmt(r['first_batch_ms'])} ms"
+                + (f", more than one consumer's records from {shared:.1f} s" if shared is not None else "")
             )
     baseline = next((r for r in results if r["scenario"].startswith("idle) no query")), None)
     for r in results:
