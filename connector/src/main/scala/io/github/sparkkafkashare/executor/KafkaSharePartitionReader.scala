@@ -115,7 +115,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
             partition.groupLimits.renewAllowed)
         }
         if (partition.poll) {
-          val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+          val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs),
+            Duration.ofMillis(partition.groupLimits.assignmentIntervalMs))
           counts.add(_.acquired, polled.size)
           counts.add(_.redelivered, polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
           recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala

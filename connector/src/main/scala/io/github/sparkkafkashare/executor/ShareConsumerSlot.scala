@@ -71,6 +71,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   @volatile private[executor] var lastUsedNanos: Long = System.nanoTime()
 
   private var subscribed: Set[String] = Set.empty
+  /** Whether this consumer has polled: its first poll is when it joins the group. */
+  private var polledOnce = false
   @volatile private var held: Option[HeldRecords] = None
   /** Records the background fetch brought in after an empty round: the next round hands them out. */
   @volatile private var acquiredAhead: Option[HeldRecords] = None
@@ -236,8 +238,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Records the slot took in ahead of the round are the round's records, without a poll. Records
    * that may have waited in the client for half their lock are renewed before they are returned;
    * those whose lock the broker no longer holds are not returned (the group delivers them again).
+   * The consumer's first poll waits at most just past the group's `assignmentInterval` ([[firstPollTimeout]]).
    */
-  def pollRound(round: Long, topics: Set[String], timeout: Duration)
+  def pollRound(round: Long, topics: Set[String], timeout: Duration, assignmentInterval: Duration)
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
     require(held.isEmpty, s"slot ${key.slot} polled while records of round ${held.get.round} are unsettled")
     if (topics != subscribed) {
@@ -247,7 +250,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     }
     val polled =
       if (subscribed.isEmpty) new HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
-      else acquiredAhead.getOrElse(pollUntilRecords(timeout))
+      else acquiredAhead.getOrElse {
+        val wait = if (polledOnce) timeout else firstPollTimeout(timeout, assignmentInterval)
+        polledOnce = true
+        pollUntilRecords(wait)
+      }
     acquiredAhead = None
     val locked = if (renewDue(polled)) renew(polled) else polled
     // Not handed to Spark yet, so records whose renewal was refused are simply left out.
@@ -255,6 +262,19 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
     logDebug(s"Slot ${key.slot}, round $round: acquired ${locked.size} records")
     locked.records
+  }
+
+  /**
+   * A consumer that joins just after another gets an empty assignment first, and its partitions with
+   * the group's next assignment, at most an assignment interval after the one made as the other
+   * joined. They reach it in the answer to the heartbeat that acknowledges the empty assignment, which
+   * Kafka's client (4.3) gets only as this first poll returns: a poll that ends before the group
+   * assigns again leaves them to the next regular heartbeat, 5 s on, and one that ends later than just
+   * after holds the round for nothing (docs/benchmarks.md, "The first batch at P=2 and P=4").
+   */
+  private def firstPollTimeout(timeout: Duration, assignmentInterval: Duration): Duration = {
+    val justAfter = assignmentInterval.plus(AssignmentMargin)
+    if (justAfter.compareTo(timeout) < 0) justAfter else timeout
   }
 
   private def pollUntilRecords(timeout: Duration): HeldRecords = {
@@ -396,4 +416,6 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private val RenewPollInterval = Duration.ofMillis(20)
   /** For the broker's answer to a fetch that waited its full `fetch.max.wait.ms` to reach the client. */
   private val FetchResponseMargin = Duration.ofMillis(200)
+  /** For the group's next assignment, due at most an assignment interval after this consumer joined, to be made. */
+  private val AssignmentMargin = Duration.ofMillis(200)
 }

@@ -90,7 +90,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   private def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
     renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
     recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition),
-    lockDurationMs = configs.get(LockDurationConfig).flatMap(_.toLongOption).getOrElse(DefaultLockDurationMs))
+    lockDurationMs = configs.get(LockDurationConfig).flatMap(_.toLongOption).getOrElse(DefaultLockDurationMs),
+    assignmentIntervalMs = configs.get(AssignmentIntervalConfig).flatMap(_.toLongOption).getOrElse(DefaultAssignmentIntervalMs))
 
   /**
    * Gives each share-partition the group has no state for its start offset now, where
@@ -252,6 +253,8 @@ private[sparkkafkashare] object ShareGroupAdmin {
   val DefaultRecordLocksPerPartition = 2000
   /** Kafka's default for `group.share.record.lock.duration.ms`, if a group's configs lack it. */
   val DefaultLockDurationMs = 30000L
+  /** Kafka's default for `group.share.assignment.interval.ms`, if a group's configs lack it. */
+  val DefaultAssignmentIntervalMs = 1000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
   /** Kafka's default for `share.auto.offset.reset`. */
   val DefaultAutoOffsetReset = "latest"
@@ -276,8 +279,12 @@ private[sparkkafkashare] object ShareGroupAdmin {
  * @param recordLocksPerPartition records of one partition the group may hold unacknowledged at once
  *                                (`share.partition.max.record.locks`, Kafka 4.3; else Kafka's default)
  * @param lockDurationMs          how long an acquired record stays locked (`share.record.lock.duration.ms`)
+ * @param assignmentIntervalMs    the least time between two assignments of the group's partitions
+ *                                (`share.assignment.interval.ms`): how long a member that joins after
+ *                                another may wait for its partitions
  */
-private[sparkkafkashare] final case class GroupLimits(renewAllowed: Boolean, recordLocksPerPartition: Int, lockDurationMs: Long)
+private[sparkkafkashare] final case class GroupLimits(
+    renewAllowed: Boolean, recordLocksPerPartition: Int, lockDurationMs: Long, assignmentIntervalMs: Long)
 
 /** A share group as Kafka's Admin API describes it. */
 private[sparkkafkashare] final case class ShareGroupState(

@@ -2,7 +2,7 @@ package io.github.sparkkafkashare.executor
 
 import java.time.Duration
 import java.util.UUID
-import java.util.concurrent.TimeUnit.SECONDS
+import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
 
 import scala.concurrent.{Await, Future}
 import scala.concurrent.ExecutionContext.Implicits.global
@@ -83,9 +83,17 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   /** Slot 1 of a run polls `round`, and its task gives it back: the offsets it now holds. */
   private def slotHolding(run: String, round: Long, topic: String, group: String): Set[Long] = {
     val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), 30000L, renewLocks = true)
-    try slot.pollRound(round, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset()).toSet
+    try pollRound(slot, round, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset()).toSet
     finally ShareConsumerPool.giveBack(slot)
   }
+
+  /**
+   * `slot`'s round, polled for up to `timeout`, its consumer's first poll too: these groups leave
+   * starting their partitions to Kafka, which does so seconds after the first member joins, so a
+   * first poll that ends just past the assignment interval, as a query's does, could find no records.
+   */
+  private def pollRound(slot: ShareConsumerSlot, round: Long, topics: Set[String], timeout: Duration) =
+    slot.pollRound(round, topics, timeout, assignmentInterval = timeout)
 
   /** The driver's note that the run stopped with `committedThrough`, slot 1 last at home here, no marks. */
   private def markStopped(run: String, committedThrough: Long = -1L, marks: AcknowledgementMarks = AcknowledgementMarks.None): Unit =
@@ -316,7 +324,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val key = SlotKey(run, 1)
     try {
       val slot = ShareConsumerPool.borrow(key, config(group, s"$run-1"), 30000L, renewLocks = true)
-      try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+      try assert(pollRound(slot, 1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
       // The consumer fetches on in the background; the pool's renewer takes in what arrives, to keep it locked.
       produce(topic, 100)
       eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
@@ -327,7 +335,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       val task = ShareConsumerPool.borrow(key, config(group, "unused"), 30000L, renewLocks = true)
       val next = try {
         task.settle(committedThrough = 1, AcknowledgementMarks.None) // as a task does before it polls
-        task.pollRound(2, Set(topic), Duration.ofSeconds(5)).asScala
+        pollRound(task, 2, Set(topic), Duration.ofSeconds(5)).asScala
       } finally ShareConsumerPool.giveBack(task)
       assert(next.size == 100 && next.forall(r => KafkaShareRows.deliveryCount(r) == 1))
     } finally {
@@ -342,7 +350,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val (topic, group) = topicAndGroup(0)
     val run = UUID.randomUUID().toString
     val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), 30000L, renewLocks = true)
-    try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+    try assert(pollRound(slot, 1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
     produce(topic, 100)
     eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
     assert(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map.empty, here) == 1)
@@ -365,9 +373,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
         ShareConsumerPool.borrow(SlotKey(run, s), config(group, s"$run-$s"), 30000L, renewLocks = true)
       }
       val released = try {
-        val round = holding.pollRound(1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
+        val round = pollRound(holding, 1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
         assert(round.size == 100)
-        assert(fetching.pollRound(1, Set(topic), Duration.ofSeconds(2)).isEmpty)
+        assert(pollRound(fetching, 1, Set(topic), Duration.ofSeconds(2)).isEmpty)
         round.filter(_ < 50).toSet
       } finally Seq(holding, fetching).foreach(ShareConsumerPool.giveBack)
       val marks = AcknowledgementMarks(1, released.map(o => RecordCoordinates(topic, 0, o) -> AcknowledgeType.RELEASE).toMap)
@@ -385,6 +393,25 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a consumer's first poll waits just past the group's assignment interval, its later polls their whole timeout") {
+    // A consumer that joins after another gets its partitions with the group's next assignment, in
+    // the answer it gets as its first poll returns: waiting longer would hold the first round for nothing.
+    val (topic, group) = topicAndGroup(0)
+    val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), config(group, s"first-poll-$topic"), 30000L,
+      renewLocks = true)
+    def emptyRoundMs(round: Long): Long = {
+      val started = System.nanoTime()
+      assert(slot.pollRound(round, Set(topic), Duration.ofSeconds(6), assignmentInterval = Duration.ofSeconds(1)).isEmpty)
+      slot.settle(committedThrough = round, AcknowledgementMarks.None)
+      NANOSECONDS.toMillis(System.nanoTime() - started)
+    }
+    try {
+      val (first, second) = (emptyRoundMs(0), emptyRoundMs(1))
+      assert(first >= 1000 && first < 4000, s"the first poll took $first ms: the interval (1 s) and a margin, not the 6 s timeout")
+      assert(second >= 5900, s"the second poll took $second ms, not its whole 6 s timeout")
+    } finally slot.close(-1L, AcknowledgementMarks.None, Duration.ofSeconds(30))
+  }
+
   test("a renewal the broker applies in part keeps the round whole for a re-read, and only the renewed records locked") {
     val (kept, gone) = (newTopic("renewal", 0), newTopic("renewal", 0))
     val lock = 6.seconds
@@ -396,10 +423,10 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     def waitTill(deadline: Deadline): Unit = Thread.sleep(math.max(0L, deadline.timeLeft.toMillis))
     try {
       // An empty round first: the group starts reading both topics, so one poll can bring records of both.
-      assert(slot.pollRound(0, Set(kept, gone), Duration.ofSeconds(5)).isEmpty)
+      assert(pollRound(slot, 0, Set(kept, gone), Duration.ofSeconds(5)).isEmpty)
       slot.settle(committedThrough = 0, AcknowledgementMarks.None)
       Seq(kept, gone).foreach(produce(_, 50))
-      val round = slot.pollRound(1, Set(kept, gone), Duration.ofSeconds(30)).asScala.map(RecordCoordinates.of).toSet
+      val round = pollRound(slot, 1, Set(kept, gone), Duration.ofSeconds(30)).asScala.map(RecordCoordinates.of).toSet
       val acquired = Deadline.now // no earlier than the broker started the locks
       assert(round.map(_.topic) == Set(kept, gone), "one poll brought the records of both topics")
       // The broker no longer hosts one topic: that half of the renewal is refused, the other applied.

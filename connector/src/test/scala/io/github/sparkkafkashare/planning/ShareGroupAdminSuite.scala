@@ -154,11 +154,12 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
     val group = s"g-limits-${newId()}"
     val groupAdmin = new ShareGroupAdmin(options(group, Seq(topic)).connection)
     try {
-      assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000, lockDurationMs = 30000L))
+      assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000, lockDurationMs = 30000L,
+        assignmentIntervalMs = 1000L))
 
       val asked = options(group, Seq(topic), "kafka.share.lock.timeout.ms" -> "20000",
-        "kafka.share.partition.max.record.locks" -> "3000")
-      assert(groupAdmin.configureGroup(asked, partitionsOf(topic, 1)) == GroupLimits(true, 3000, 20000L))
+        "kafka.share.partition.max.record.locks" -> "3000", "kafka.share.assignment.interval.ms" -> "0")
+      assert(groupAdmin.configureGroup(asked, partitionsOf(topic, 1)) == GroupLimits(true, 3000, 20000L, 0L))
 
       val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
       val operator = Seq("share.record.lock.duration.ms" -> "45000", "share.renew.acknowledge.enable" -> "false")
@@ -167,7 +168,8 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
       // The broker takes the change from its metadata log: a describe right after the alter may show
       // the old configs for a moment (seen in CI), and a running query reads them again every 5 s.
       eventually(timeout(10.seconds)) {
-        assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L))
+        assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L,
+          assignmentIntervalMs = 0L))
       }
     } finally groupAdmin.close()
   }
