@@ -80,7 +80,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     val current = limitsIn(configs)
     current.copy(
       recordLocksPerPartition = options.partitionMaxRecordLocks.getOrElse(current.recordLocksPerPartition),
-      lockDurationMs = options.lockTimeoutMs.getOrElse(current.lockDurationMs))
+      lockDurationMs = options.lockTimeoutMs.getOrElse(current.lockDurationMs),
+      assignmentIntervalMs = options.assignmentIntervalMs.fold(current.assignmentIntervalMs)(_.toLong))
   }
 
   /** The group's limits as its configs say now (changed with `kafka-configs`, say). */
