@@ -238,7 +238,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Records the slot took in ahead of the round are the round's records, without a poll. Records
    * that may have waited in the client for half their lock are renewed before they are returned;
    * those whose lock the broker no longer holds are not returned (the group delivers them again).
-   * The consumer's first poll waits at most just past the group's `assignmentInterval` ([[firstPollTimeout]]).
+   * The consumer's first poll waits at most just past the group's `assignmentInterval`, and 1 s at least ([[firstPollTimeout]]).
    */
   def pollRound(round: Long, topics: Set[String], timeout: Duration, assignmentInterval: Duration)
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
@@ -270,10 +270,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * joined. They reach it in the answer to the heartbeat that acknowledges the empty assignment, which
    * Kafka's client (4.3) gets only as this first poll returns: a poll that ends before the group
    * assigns again leaves them to the next regular heartbeat, 5 s on, and one that ends later than just
-   * after holds the round for nothing (docs/benchmarks.md, "The first batch at P=2 and P=4").
+   * after holds the round for nothing (docs/benchmarks.md, "The first batch at P=2 and P=4"). With a
+   * short interval (0 assigns each consumer as it joins), the poll still lasts long enough to join
+   * and fetch.
    */
   private def firstPollTimeout(timeout: Duration, assignmentInterval: Duration): Duration = {
-    val justAfter = assignmentInterval.plus(AssignmentMargin)
+    val justAfter = Seq(assignmentInterval.plus(AssignmentMargin), JoinAndFetch).max
     if (justAfter.compareTo(timeout) < 0) justAfter else timeout
   }
 
@@ -418,4 +420,6 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private val FetchResponseMargin = Duration.ofMillis(200)
   /** For the group's next assignment, due at most an assignment interval after this consumer joined, to be made. */
   private val AssignmentMargin = Duration.ofMillis(200)
+  /** A new group's first consumer has records about 0.5 s after it joined (docs/benchmarks.md, "Joining the group"). */
+  private val JoinAndFetch = Duration.ofSeconds(1)
 }
