@@ -238,7 +238,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Records the slot took in ahead of the round are the round's records, without a poll. Records
    * that may have waited in the client for half their lock are renewed before they are returned;
    * those whose lock the broker no longer holds are not returned (the group delivers them again).
-   * The consumer's first poll waits at most just past the group's `assignmentInterval`, and 1 s at least ([[firstPollTimeout]]).
+   * The consumer's first poll waits at most just past the group's `assignmentInterval`, 1 s at least, and
+   * never longer than `timeout` ([[firstPollTimeout]]).
    */
   def pollRound(round: Long, topics: Set[String], timeout: Duration, assignmentInterval: Duration)
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
