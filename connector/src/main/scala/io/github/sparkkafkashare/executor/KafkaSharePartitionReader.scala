@@ -80,7 +80,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   }
   /** Borrowed for the task; replaced before the poll if the round's consumer settings changed. */
   private var slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), consumerConfig,
-    partition.groupLimits.lockDurationMs, partition.groupLimits.renewAllowed)
+    partition.groupLimits)
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
@@ -111,12 +111,10 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
         if (partition.poll && slot.config != consumerConfig) {
           counts.addAll(slot.drainAcknowledgementEvents().byMetric)
-          slot = ShareConsumerPool.replace(slot, consumerConfig, partition.groupLimits.lockDurationMs,
-            partition.groupLimits.renewAllowed)
+          slot = ShareConsumerPool.replace(slot, consumerConfig, partition.groupLimits)
         }
         if (partition.poll) {
-          val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs),
-            Duration.ofMillis(partition.groupLimits.assignmentIntervalMs))
+          val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           counts.add(_.acquired, polled.size)
           counts.add(_.redelivered, polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
           recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala

@@ -11,6 +11,7 @@ import scala.util.control.NonFatal
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
+import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
@@ -93,18 +94,17 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   /**
    * The slot's consumer, created on first use, locked for the caller until [[giveBack]]; it takes
-   * the group's lock duration and renewal as the caller's round has them.
+   * the group's configs as the caller's round has them.
    */
-  def borrow(key: SlotKey, config: => java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
-      : ShareConsumerSlot = {
+  def borrow(key: SlotKey, config: => java.util.Map[String, Object], limits: GroupLimits): ShareConsumerSlot = {
     background // started with the first consumer
-    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, lockMs, renewLocks))
+    val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, limits))
     slot.lock.lockInterruptibly()
     if (slots.get(key) ne slot) { // closed while we waited
       slot.lock.unlock()
-      borrow(key, config, lockMs, renewLocks)
+      borrow(key, config, limits)
     } else {
-      slot.follow(lockMs, renewLocks)
+      slot.follow(limits)
       slot
     }
   }
@@ -115,14 +115,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * the client took in ahead (delivered again), and the new consumer joins the group in its place.
    * Returns the new slot, borrowed.
    */
-  def replace(slot: ShareConsumerSlot, config: java.util.Map[String, Object], lockMs: Long, renewLocks: Boolean)
+  def replace(slot: ShareConsumerSlot, config: java.util.Map[String, Object], limits: GroupLimits)
       : ShareConsumerSlot = {
     val pollSize = ConsumerConfig.MAX_POLL_RECORDS_CONFIG
     logInfo(s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from " +
       s"${slot.config.get(pollSize)} to ${config.get(pollSize)} (the subscribed partitions or the group's lock limit changed).")
     close(slot.key, committedThrough = -1L, AcknowledgementMarks.None)
     slot.lock.unlock()
-    borrow(slot.key, config, lockMs, renewLocks)
+    borrow(slot.key, config, limits)
   }
 
   def giveBack(slot: ShareConsumerSlot): Unit = {

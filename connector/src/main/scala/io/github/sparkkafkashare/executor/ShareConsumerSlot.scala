@@ -10,6 +10,7 @@ import scala.jdk.OptionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.TopicIdPartition
 import org.apache.kafka.common.errors.InvalidRecordStateException
@@ -49,18 +50,18 @@ private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, e
  * a poll's records were acquired when the poll returned: it dates them from the last poll that found
  * the client's buffer empty, renews them before handing them out when half their lock has gone, and
  * while its round is empty, takes what the background fetch brings in ([[acquiredAhead]]) to renew
- * it until the next round hands it out. Whether it renews, and the lock duration it assumes, follow
- * the group's configs: each task that borrows the slot brings the driver's latest ([[follow]]).
+ * it until the next round hands it out. Whether it renews, the lock duration it assumes, and how long
+ * its first poll waits follow the group's configs: each task that borrows the slot brings the
+ * driver's latest ([[follow]]).
  *
- * @param configuredLockMs the group's lock duration as the driver read it, until the broker tells the real one
- * @param renewLocks       false when the group refuses RENEW: a refused renewal leaves the client
- *                         returning the records again from later polls, so it is never tried then
+ * @param limits the group's configs as the driver read them. Its lock duration holds until the broker
+ *               tells the real one. Renewal is never tried when the group refuses it: a refused
+ *               renewal leaves the client returning the records again from later polls.
  */
 private[sparkkafkashare] final class ShareConsumerSlot(
     val key: SlotKey,
     private[executor] val config: java.util.Map[String, Object],
-    @volatile private var configuredLockMs: Long,
-    @volatile private var renewLocks: Boolean)
+    @volatile private var limits: GroupLimits)
   extends Logging {
 
   private val consumer =
@@ -116,11 +117,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     try body finally consumerLock.unlock()
   }
 
-  /** Takes the group's lock duration and whether it allows renewal, as a task brought them from the driver. */
-  def follow(lockMs: Long, renewAllowed: Boolean): Unit = {
-    configuredLockMs = lockMs
-    renewLocks = renewAllowed
-  }
+  /** Takes the group's configs as a task brought them from the driver. */
+  def follow(latest: GroupLimits): Unit = limits = latest
 
   /** What happened to acknowledgements and locks since the last call. */
   def drainAcknowledgementEvents(): AcknowledgementEvents =
@@ -238,10 +236,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * Records the slot took in ahead of the round are the round's records, without a poll. Records
    * that may have waited in the client for half their lock are renewed before they are returned;
    * those whose lock the broker no longer holds are not returned (the group delivers them again).
-   * The consumer's first poll waits at most just past the group's `assignmentInterval`, 1 s at least, and
-   * never longer than `timeout` ([[firstPollTimeout]]).
+   * The consumer's first poll waits at most just past the group's assignment interval, 1 s at least,
+   * and never longer than `timeout` ([[firstPollTimeout]]).
    */
-  def pollRound(round: Long, topics: Set[String], timeout: Duration, assignmentInterval: Duration)
+  def pollRound(round: Long, topics: Set[String], timeout: Duration)
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
     require(held.isEmpty, s"slot ${key.slot} polled while records of round ${held.get.round} are unsettled")
     if (topics != subscribed) {
@@ -252,7 +250,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     val polled =
       if (subscribed.isEmpty) new HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
       else acquiredAhead.getOrElse {
-        val wait = if (polledOnce) timeout else firstPollTimeout(timeout, assignmentInterval)
+        val wait = if (polledOnce) timeout else firstPollTimeout(timeout)
         polledOnce = true
         pollUntilRecords(wait)
       }
@@ -275,8 +273,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * short interval (0 assigns each consumer as it joins), the poll still lasts long enough to join
    * and fetch.
    */
-  private def firstPollTimeout(timeout: Duration, assignmentInterval: Duration): Duration = {
-    val justAfter = Seq(assignmentInterval.plus(AssignmentMargin), JoinAndFetch).max
+  private def firstPollTimeout(timeout: Duration): Duration = {
+    val justAfter = Seq(Duration.ofMillis(limits.assignmentIntervalMs).plus(AssignmentMargin), JoinAndFetch).max
     if (justAfter.compareTo(timeout) < 0) justAfter else timeout
   }
 
@@ -309,11 +307,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     acquiredAhead = None
   }
 
-  private def renewDue(records: HeldRecords): Boolean = renewLocks && records.size > 0 &&
+  private def renewDue(records: HeldRecords): Boolean = limits.renewAllowed && records.size > 0 &&
     System.nanoTime() - records.lockedSinceNanos > lockNanos / 2
 
   private def lockNanos: Long =
-    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(configuredLockMs))
+    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(limits.lockDurationMs))
 
   /**
    * Renews the locks of held records once half their duration has passed, so a batch may take
@@ -323,7 +321,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * (a poll each time the renewer comes round cost an idle stream CPU for nothing).
    * Skipped while a task uses the consumer; the renewer comes back shortly.
    */
-  def renewLocksIfDue(): Unit = if (renewLocks && consumerLock.tryLock()) {
+  def renewLocksIfDue(): Unit = if (limits.renewAllowed && consumerLock.tryLock()) {
     try if (!stopped) {
       if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty &&
           System.nanoTime() - takenInAtNanos > lockNanos / 4) {

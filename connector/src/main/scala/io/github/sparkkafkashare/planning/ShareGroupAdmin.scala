@@ -273,7 +273,7 @@ private[sparkkafkashare] object ShareGroupAdmin {
 }
 
 /**
- * The group settings that shape a query's rounds and its consumers' lock renewal.
+ * The group settings that shape a query's rounds, its consumers' lock renewal and their first poll.
  *
  * @param renewAllowed            whether members may renew the locks of records they hold
  *                                (`share.renew.acknowledge.enable`, Kafka 4.3; else yes)

@@ -11,6 +11,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{AcknowledgementsFailed, Released}
+import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
@@ -82,18 +83,22 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   /** Slot 1 of a run polls `round`, and its task gives it back: the offsets it now holds. */
   private def slotHolding(run: String, round: Long, topic: String, group: String): Set[Long] = {
-    val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), 30000L, renewLocks = true)
-    try pollRound(slot, round, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset()).toSet
+    val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), WholeTimeoutFirstPoll)
+    try slot.pollRound(round, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset()).toSet
     finally ShareConsumerPool.giveBack(slot)
   }
 
+  /** The group's limits as a query's driver reads them: Kafka's defaults, with `assignmentIntervalMs`. */
+  private def limits(assignmentIntervalMs: Long) = GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000,
+    lockDurationMs = 30000L, assignmentIntervalMs)
+
   /**
-   * `slot`'s round, polled for up to `timeout`, its consumer's first poll too: these groups leave
-   * starting their partitions to Kafka, which does so seconds after the first member joins, so a
-   * first poll that ends just past the assignment interval, as a query's does, could find no records.
+   * Limits with which a consumer's first poll waits its whole timeout, as its later polls do: these
+   * groups leave starting their partitions to Kafka, which does so seconds after the first member
+   * joins, so a first poll that ends just past the assignment interval, as a query's does, could find
+   * no records. The interval is longer than any timeout here.
    */
-  private def pollRound(slot: ShareConsumerSlot, round: Long, topics: Set[String], timeout: Duration) =
-    slot.pollRound(round, topics, timeout, assignmentInterval = timeout)
+  private val WholeTimeoutFirstPoll = limits(assignmentIntervalMs = 60000L)
 
   /** The driver's note that the run stopped with `committedThrough`, slot 1 last at home here, no marks. */
   private def markStopped(run: String, committedThrough: Long = -1L, marks: AcknowledgementMarks = AcknowledgementMarks.None): Unit =
@@ -149,7 +154,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0) === false)
-      val again = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      val again = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
       try assert(again.heldFor(0).isEmpty) finally ShareConsumerPool.giveBack(again)
     }
   }
@@ -160,7 +165,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> here), here, committedThrough = 1).isEmpty)
       assert(ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1).isEmpty)
       // A task holds the slot: a release from another task skips it, and so does one from the task itself.
-      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
       try {
         assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1).isEmpty)
         val fromAnotherTask = Future(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1))
@@ -173,7 +178,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("a task interrupted as its round fails leaves the round held, for the slot's close to release") {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
-      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
       try {
         Thread.currentThread().interrupt() // as Spark interrupts the tasks of a query that stops
         task.releaseRound(1, ShareConsumerPool.CloseTimeout)
@@ -194,7 +199,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       // The broker no longer hosts the topic: a refusal that is not INVALID_RECORD_STATE. (In a running
       // query the usual one is Kafka's client failing acknowledgements of a partition lost in a rebalance.)
       deleteTopic(topic)
-      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config("unused", "unused"), 30000L, renewLocks = true)
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config("unused", "unused"), WholeTimeoutFirstPoll)
       try {
         assert(task.settle(committedThrough = 1, AcknowledgementMarks.None).accepted == held.size)
         assert(task.flush(Duration.ofSeconds(30)) == Set(topic -> 0))
@@ -306,7 +311,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO, lookUp = _ => RunLookUp.Unanswered)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "closed although its run may be running")
 
-      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), 30000L, renewLocks = true)
+      val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
       try {
         assert(task.settle(committedThrough = 1, AcknowledgementMarks.None).accepted == held.size)
         assert(task.flush(Duration.ofSeconds(30)).isEmpty)
@@ -323,8 +328,8 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val run = UUID.randomUUID().toString
     val key = SlotKey(run, 1)
     try {
-      val slot = ShareConsumerPool.borrow(key, config(group, s"$run-1"), 30000L, renewLocks = true)
-      try assert(pollRound(slot, 1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+      val slot = ShareConsumerPool.borrow(key, config(group, s"$run-1"), WholeTimeoutFirstPoll)
+      try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
       // The consumer fetches on in the background; the pool's renewer takes in what arrives, to keep it locked.
       produce(topic, 100)
       eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
@@ -332,10 +337,10 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       assert(acquiredByAnotherMember(topic, group, seconds = 8).isEmpty, "closed, and what it took in went back to the group")
 
-      val task = ShareConsumerPool.borrow(key, config(group, "unused"), 30000L, renewLocks = true)
+      val task = ShareConsumerPool.borrow(key, config(group, "unused"), WholeTimeoutFirstPoll)
       val next = try {
         task.settle(committedThrough = 1, AcknowledgementMarks.None) // as a task does before it polls
-        pollRound(task, 2, Set(topic), Duration.ofSeconds(5)).asScala
+        task.pollRound(2, Set(topic), Duration.ofSeconds(5)).asScala
       } finally ShareConsumerPool.giveBack(task)
       assert(next.size == 100 && next.forall(r => KafkaShareRows.deliveryCount(r) == 1))
     } finally {
@@ -349,8 +354,8 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     // acquired, and taken in by the renewer to keep them locked. The run stops before another round.
     val (topic, group) = topicAndGroup(0)
     val run = UUID.randomUUID().toString
-    val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), 30000L, renewLocks = true)
-    try assert(pollRound(slot, 1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+    val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), WholeTimeoutFirstPoll)
+    try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
     produce(topic, 100)
     eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
     assert(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map.empty, here) == 1)
@@ -370,12 +375,12 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       val (topic, group) = topicAndGroup(100)
       val run = UUID.randomUUID().toString
       val Seq(holding, fetching) = Seq(holder, 1 - holder).map { s =>
-        ShareConsumerPool.borrow(SlotKey(run, s), config(group, s"$run-$s"), 30000L, renewLocks = true)
+        ShareConsumerPool.borrow(SlotKey(run, s), config(group, s"$run-$s"), WholeTimeoutFirstPoll)
       }
       val released = try {
-        val round = pollRound(holding, 1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
+        val round = holding.pollRound(1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
         assert(round.size == 100)
-        assert(pollRound(fetching, 1, Set(topic), Duration.ofSeconds(2)).isEmpty)
+        assert(fetching.pollRound(1, Set(topic), Duration.ofSeconds(2)).isEmpty)
         round.filter(_ < 50).toSet
       } finally Seq(holding, fetching).foreach(ShareConsumerPool.giveBack)
       val marks = AcknowledgementMarks(1, released.map(o => RecordCoordinates(topic, 0, o) -> AcknowledgeType.RELEASE).toMap)
@@ -399,11 +404,11 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     // nothing. With the interval at 0 it still needs the time to join and fetch.
     for ((interval, least) <- Seq(Duration.ofSeconds(2) -> 2200L, Duration.ZERO -> 1000L)) {
       val (topic, group) = topicAndGroup(0)
-      val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), config(group, s"first-poll-$topic"), 30000L,
-        renewLocks = true)
+      val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), config(group, s"first-poll-$topic"),
+        limits(interval.toMillis))
       def emptyRoundMs(round: Long): Long = {
         val started = System.nanoTime()
-        assert(slot.pollRound(round, Set(topic), Duration.ofSeconds(8), assignmentInterval = interval).isEmpty)
+        assert(slot.pollRound(round, Set(topic), Duration.ofSeconds(8)).isEmpty)
         slot.settle(committedThrough = round, AcknowledgementMarks.None)
         NANOSECONDS.toMillis(System.nanoTime() - started)
       }
@@ -422,14 +427,15 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     // The slot alone, without the pool's renewer: the test decides when it renews. Its fetches wait
     // 2 s for data, so that one response brings the records of both topics.
     val fetchesWaiting = config(group, s"renewal-$kept", "fetch.min.bytes" -> "1000000", "fetch.max.wait.ms" -> "2000")
-    val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), fetchesWaiting, lock.toMillis, renewLocks = true)
+    val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), fetchesWaiting,
+      WholeTimeoutFirstPoll.copy(lockDurationMs = lock.toMillis))
     def waitTill(deadline: Deadline): Unit = Thread.sleep(math.max(0L, deadline.timeLeft.toMillis))
     try {
       // An empty round first: the group starts reading both topics, so one poll can bring records of both.
-      assert(pollRound(slot, 0, Set(kept, gone), Duration.ofSeconds(5)).isEmpty)
+      assert(slot.pollRound(0, Set(kept, gone), Duration.ofSeconds(5)).isEmpty)
       slot.settle(committedThrough = 0, AcknowledgementMarks.None)
       Seq(kept, gone).foreach(produce(_, 50))
-      val round = pollRound(slot, 1, Set(kept, gone), Duration.ofSeconds(30)).asScala.map(RecordCoordinates.of).toSet
+      val round = slot.pollRound(1, Set(kept, gone), Duration.ofSeconds(30)).asScala.map(RecordCoordinates.of).toSet
       val acquired = Deadline.now // no earlier than the broker started the locks
       assert(round.map(_.topic) == Set(kept, gone), "one poll brought the records of both topics")
       // The broker no longer hosts one topic: that half of the renewal is refused, the other applied.
