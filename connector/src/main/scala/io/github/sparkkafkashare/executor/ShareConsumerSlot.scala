@@ -275,7 +275,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    */
   private def firstPollTimeout(timeout: Duration): Duration = {
     val justAfter = Seq(Duration.ofMillis(limits.assignmentIntervalMs).plus(AssignmentMargin), JoinAndFetch).max
-    if (justAfter.compareTo(timeout) < 0) justAfter else timeout
+    Seq(justAfter, timeout).min
   }
 
   private def pollUntilRecords(timeout: Duration): HeldRecords = {
