@@ -17,7 +17,8 @@ Scenarios (each share-group reader has a group of its own and reads from the ear
      (`share.acquire.mode=record_limit`, `max.poll.records=250`) and to assign the partition to each
      consumer as it joins (`kafka.share.assignment.interval.ms=0`); and default and tuned under Spark's
      async progress tracking (as in the async section), which takes Spark's offset and commit logs off
-     each batch's path, beside the `kafka` source the same way;
+     each batch's path, beside the `kafka` source the same way, and under Spark's FileSystem-based
+     checkpoint manager (as in the floor section), which writes them at less cost;
   idle) a kafka-share query and a `kafka` source query on a drained topic, with the default trigger and
      with a 1 s trigger: the driver JVM's CPU use over 60 s, beside the same JVM's with no query running;
   e) the exactly-once strategies: the b) drain at parallelism 4 under each;
@@ -221,14 +222,27 @@ TUNED_FOR_WORK = {
     "kafka.max.poll.records": "250",
     "kafka.share.assignment.interval.ms": "0",
 }
-# d) kafka-share's variants: name, source options, whether with Spark's async progress tracking.
-WORK_VARIANTS: tuple[tuple[str, dict[str, str], bool], ...] = (
-    ("default", {}, False),
-    ("default locks 4000", LOCK_LIMITS[" locks 4000"], False),
-    ("tuned", TUNED_FOR_WORK, False),
-    ("default async progress tracking", {}, True),
-    ("tuned async progress tracking", TUNED_FOR_WORK, True),
+# d) Spark's settings a kafka-share variant runs under: its default checkpoint file manager, that
+# with async progress tracking, or its FileSystem-based manager (as in b's floor section).
+DEFAULT_SPARK = "default"
+ASYNC_PROGRESS = "async progress tracking"
+FILE_SYSTEM_CHECKPOINTS = "FileSystem-based checkpoint manager"
+# d) kafka-share's variants: name, source options, Spark's setting.
+WORK_VARIANTS: tuple[tuple[str, dict[str, str], str], ...] = (
+    ("default", {}, DEFAULT_SPARK),
+    ("default locks 4000", LOCK_LIMITS[" locks 4000"], DEFAULT_SPARK),
+    ("tuned", TUNED_FOR_WORK, DEFAULT_SPARK),
+    ("default", {}, ASYNC_PROGRESS),
+    ("tuned", TUNED_FOR_WORK, ASYNC_PROGRESS),
+    ("default", {}, FILE_SYSTEM_CHECKPOINTS),
+    ("tuned", TUNED_FOR_WORK, FILE_SYSTEM_CHECKPOINTS),
 )
+
+
+def work_variant(name: str, setting: str) -> str:
+    """A d) variant's name: its source options' name, then Spark's setting unless that is the default."""
+    return name if setting == DEFAULT_SPARK else f"{name} {setting}"
+
 
 # firstbatch) b's and d's settings, each against the default: the group's assignment interval, which
 # delays a new consumer's partitions, and a first poll that ends before that interval does.
@@ -703,9 +717,11 @@ def main() -> None:
             )
             results.append(source | {"partitions": 1, "variant": variant})
             show(results[-1])
-        for variant, options, async_progress in WORK_VARIANTS:
+        for name, options, setting in WORK_VARIANTS:
+            if setting == FILE_SYSTEM_CHECKPOINTS:
+                spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_MANAGER)
             for consumers in (1, 2, 4):
-                scenario = f"d) 1 ms/record {variant} P={consumers}"
+                scenario = f"d) 1 ms/record {work_variant(name, setting)} P={consumers}"
                 result = kafka_share(
                     spark,
                     scenario,
@@ -714,10 +730,12 @@ def main() -> None:
                     args.work_records,
                     1,
                     options,
-                    async_progress=async_progress,
+                    async_progress=setting == ASYNC_PROGRESS,
                 )
-                results.append(result | {"partitions": 1, "variant": f"work {variant}"})
+                variant = {"variant": f"work {work_variant(name, setting)}", "spark_setting": setting}
+                results.append(result | {"partitions": 1} | variant)
                 show(results[-1])
+            spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
     if "firstbatch" in SECTIONS:
         results += first_batch_drains(spark)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
@@ -822,15 +840,16 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"b/c {r['records_per_s'] / c['records_per_s']:.2f} "
                 f"(from the first batch: b/c {r['flowing_records_per_s'] / c['flowing_records_per_s']:.2f})"
             )
-    for name, _, async_progress in WORK_VARIANTS:
-        variant = f"work {name}"
+    for name, _, setting in WORK_VARIANTS:
+        variant = f"work {work_variant(name, setting)}"
         work = {r["parallelism"]: r for r in results if r.get("variant") == variant}
+        # The `kafka` source reads the topic in one batch, so a checkpoint manager hardly touches it.
         work_source = next(
             (
                 r
                 for r in results
                 if r.get("variant", "").startswith("kafka source")
-                and r.get("async_progress") == async_progress
+                and r.get("async_progress") == (setting == ASYNC_PROGRESS)
             ),
             None,
         )
@@ -843,24 +862,19 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 if work_source[measure]:  # a single batch has no steady figure
                     line += f", P4 against the kafka source {p4 / work_source[measure]:.2f}"
                 print(line)
-    # A setting may slow P=1 (the tuned one's small polls), so also the fastest P=4 against the fastest P=1.
-    for async_progress, measure in itertools.product(
-        (False, True), ("records_per_s", "steady_records_per_s")
+    # A setting may slow P=1 (the tuned one's small polls), so also the fastest P=4 against the
+    # fastest P=1, under each of Spark's settings.
+    for setting, measure in itertools.product(
+        (DEFAULT_SPARK, ASYNC_PROGRESS, FILE_SYSTEM_CHECKPOINTS), ("records_per_s", "steady_records_per_s")
     ):
-        drains = [
-            r
-            for r in results
-            if r.get("variant", "").startswith("work ")
-            and r.get("async_progress") == async_progress
-            and r[measure] is not None
-        ]
+        drains = [r for r in results if r.get("spark_setting") == setting and r[measure] is not None]
         fastest = {
             p: max((r for r in drains if r["parallelism"] == p), key=lambda r: r[measure], default=None)
             for p in (1, 4)
         }
         if fastest[1] and fastest[4]:
             print(
-                f"d fastest P=4 against fastest P=1{' (async progress tracking)' if async_progress else ''} "
+                f"d fastest P=4 against fastest P=1{'' if setting == DEFAULT_SPARK else f' ({setting})'} "
                 f"({measure}): {fastest[4][measure] / fastest[1][measure]:.2f} "
                 f"({fastest[4]['scenario']} / {fastest[1]['scenario']})"
             )
