@@ -57,6 +57,7 @@ Writes benchmarks/results/<UTC time>.json and prints a table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import itertools
 import json
@@ -66,6 +67,7 @@ import statistics
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -628,6 +630,19 @@ FILE_SYSTEM_MANAGER = (
 )
 # f) Spark's checkpoint file manager for object stores: writes a file in place instead of renaming it.
 ABORTABLE_MANAGER = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
+
+
+@contextlib.contextmanager
+def checkpoint_manager(spark: SparkSession, manager: str | None) -> Iterator[None]:
+    """Queries started within write their checkpoint with `manager` (None: Spark's default manager)."""
+    if manager:
+        spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", manager)
+    try:
+        yield
+    finally:
+        spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+
+
 S3_VARIANTS = (
     *((strategy, "default") for strategy in STRATEGIES),
     ("none", "abortable"),
@@ -668,16 +683,16 @@ def main() -> None:
     # native library, as here).
     if "floor" in SECTIONS:
         measured = [spark_batch_floor(spark, "default checkpoint manager")]
-        spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_MANAGER)
-        measured.append(spark_batch_floor(spark, "FileSystem-based checkpoint manager"))
-        # b) again with that manager, at Kafka's default lock limit and at the most Kafka allows: the
-        # two tunings together (on the 4-partition topic only, without the ab section).
-        for partitions, topic in (topics or {4: topic_4p}).items():
-            for consumers in (1, 2, 4):
-                for variant in ("", " locks 10000"):
-                    manager = ", FileSystem-based checkpoint manager"
-                    measured.append(lock_limit_drain(spark, topic, partitions, consumers, variant, manager))
-        spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+        with checkpoint_manager(spark, FILE_SYSTEM_MANAGER):
+            measured.append(spark_batch_floor(spark, "FileSystem-based checkpoint manager"))
+            # b) again with that manager, at Kafka's default lock limit and at the most Kafka allows:
+            # the two tunings together (on the 4-partition topic only, without the ab section).
+            for partitions, topic in (topics or {4: topic_4p}).items():
+                for consumers in (1, 2, 4):
+                    for variant in ("", " locks 10000"):
+                        manager = ", FileSystem-based checkpoint manager"
+                        result = lock_limit_drain(spark, topic, partitions, consumers, variant, manager)
+                        measured.append(result)
         results += measured
         show(measured)
     # b) again with Spark's async progress tracking (writeStream option asyncProgressTrackingEnabled, for
@@ -718,24 +733,23 @@ def main() -> None:
             results.append(source | {"partitions": 1, "variant": variant})
             show(results[-1])
         for name, options, setting in WORK_VARIANTS:
-            if setting == FILE_SYSTEM_CHECKPOINTS:
-                spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", FILE_SYSTEM_MANAGER)
+            manager = FILE_SYSTEM_MANAGER if setting == FILE_SYSTEM_CHECKPOINTS else None
             for consumers in (1, 2, 4):
                 scenario = f"d) 1 ms/record {work_variant(name, setting)} P={consumers}"
-                result = kafka_share(
-                    spark,
-                    scenario,
-                    work_topic,
-                    consumers,
-                    args.work_records,
-                    1,
-                    options,
-                    async_progress=setting == ASYNC_PROGRESS,
-                )
+                with checkpoint_manager(spark, manager):
+                    result = kafka_share(
+                        spark,
+                        scenario,
+                        work_topic,
+                        consumers,
+                        args.work_records,
+                        1,
+                        options,
+                        async_progress=setting == ASYNC_PROGRESS,
+                    )
                 variant = {"variant": f"work {work_variant(name, setting)}", "spark_setting": setting}
                 results.append(result | {"partitions": 1} | variant)
                 show(results[-1])
-            spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
     if "firstbatch" in SECTIONS:
         results += first_batch_drains(spark)
     # The cost of each exactly-once strategy: the same drain at P=4, each with a group of its own.
@@ -754,10 +768,8 @@ def main() -> None:
             options = {"kafka.share.exactly.once.strategy": strategy}
             scenario = f"f) strategy {strategy} P=4, checkpoint on S3, {manager} checkpoint manager"
             checkpoint = f"s3a://{S3Emulator.bucket}/{name}"
-            if manager == "abortable":
-                spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", ABORTABLE_MANAGER)
-            result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, checkpoint)
-            spark.conf.unset("spark.sql.streaming.checkpointFileManagerClass")
+            with checkpoint_manager(spark, ABORTABLE_MANAGER if manager == "abortable" else None):
+                result = kafka_share(spark, scenario, s3_topic, 4, args.s3_records, 0, options, checkpoint)
             requests = s3.requests_under(name)
             per_batch = {
                 origin: sum(verbs.values()) / result["batches_run"] for origin, verbs in requests.items()
