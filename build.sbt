@@ -13,6 +13,9 @@ ThisBuild / javacOptions ++= Seq("--release", "17")
 ThisBuild / scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-Wunused:imports,privates,locals")
 
 val kafkaVersion = "4.3.1"
+// The broker and command-line tools of the local cluster (sbt project kafkaLocal). The connector always
+// builds with kafka-clients `kafkaVersion`; KAFKA_BROKER_VERSION runs its tests against another broker.
+val brokerVersion = sys.env.getOrElse("KAFKA_BROKER_VERSION", kafkaVersion)
 val sparkVersion = "4.3.0"
 
 /** The jars directory of pyspark in the virtualenv (or of SPARK_HOME when set). */
@@ -77,8 +80,8 @@ lazy val kafkaLocal = project
     name := "kafka-local",
     publish / skip := true,
     libraryDependencies ++= Seq(
-      "org.apache.kafka" %% "kafka" % kafkaVersion,
-      "org.apache.kafka" % "kafka-tools" % kafkaVersion,
+      "org.apache.kafka" %% "kafka" % brokerVersion,
+      "org.apache.kafka" % "kafka-tools" % brokerVersion,
       "org.apache.logging.log4j" % "log4j-slf4j2-impl" % "2.25.4",
       "org.apache.logging.log4j" % "log4j-core" % "2.25.4"
     )

@@ -117,6 +117,13 @@ SECTIONS = set(args.sections.split(","))
 BOOTSTRAP = args.bootstrap_servers
 
 
+def broker_version() -> str:
+    """The Kafka release of the local broker, which dev/kafka-local writes beside its data at each start."""
+    data = Path(os.environ.get("KAFKA_DATA_DIR", REPO / "target" / "kafka-local" / "data"))
+    version_file = data.parent / "broker.version"
+    return version_file.read_text().strip() if version_file.exists() else "unknown"
+
+
 def tool(*command: str, timeout: int = 1800) -> str:
     run = subprocess.run([TOOL, *command], capture_output=True, text=True, timeout=timeout, check=False)
     if run.returncode != 0:
@@ -798,7 +805,7 @@ def main() -> None:
         "jar": args.jar,
         "machine": f"{os.cpu_count()} cores",
         "spark": "4.3.0 local[4]",
-        "kafka": "4.3.1 single node",
+        "kafka": f"{broker_version()} single node",
         "batch_timeline_columns": TIMELINE_COLUMNS,
     }
     write_results(out, meta, results)
