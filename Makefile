@@ -26,7 +26,7 @@ help:
 	@echo "make fault-matrix every case of the fault-injection matrix (make test runs a part of it; ~30 min)"
 	@echo "make jar         the connector assembly ($(JAR))"
 	@echo "make kafka-up    start the local Kafka 4.3 broker on $(KAFKA_BOOTSTRAP_SERVERS); make kafka-down stops it"
-	@echo "                 (KAFKA_BROKER_VERSION=4.4.0 make kafka-up test: the broker and tools of another Kafka release)"
+	@echo "                 (make kafka-down; KAFKA_BROKER_VERSION=4.4.0 make test: the broker and tools of another Kafka release)"
 
 $(VENV)/.installed: python/requirements-dev.txt
 	test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)

@@ -118,10 +118,10 @@ BOOTSTRAP = args.bootstrap_servers
 
 
 def broker_version() -> str:
-    """The Kafka release of the local broker, which dev/kafka-local writes beside its data at each start."""
-    data = Path(os.environ.get("KAFKA_DATA_DIR", REPO / "target" / "kafka-local" / "data"))
-    version_file = data.parent / "broker.version"
-    return version_file.read_text().strip() if version_file.exists() else "unknown"
+    """The Kafka release of the local broker, as dev/kafka-local last started it."""
+    script = str(REPO / "dev" / "kafka-local" / "kafka-local")
+    run = subprocess.run([script, "version"], capture_output=True, text=True, check=False)
+    return run.stdout.strip() or "unknown"
 
 
 def tool(*command: str, timeout: int = 1800) -> str:
