@@ -93,6 +93,8 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
     # Every acknowledgement was applied: none refused for an expired lock, none failed otherwise.
     assert (metrics.get("locksExpired"), metrics.get("acknowledgementsFailed")) == ("0", "0"), metrics
+    # Each slot's consumer joined the group once and served every batch of the drain.
+    assert metrics.get("consumersJoined") == "4", metrics
     # The backlog (Kafka's share-partition lag, once Kafka reports one for the new group) shrinks to
     # nothing, and the last progress says so.
     reported = [p["sources"][0]["metrics"].get("backlogRecords") for p in query.recentProgress]
@@ -106,6 +108,7 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert per_batch.get("RecordsAcceptedMetric") == 10_000, per_batch
     assert per_batch.get("RecordsRedeliveredMetric") == 0, per_batch
     assert per_batch.get("AcknowledgementsFailedMetric") == 0, per_batch
+    assert per_batch.get("ConsumersJoinedMetric") == 4, per_batch
     # Nothing went wrong, so the connector warned of nothing (the Kafka client it shades aside).
     loggers = [line.split(" ")[1] for line in driver_log().splitlines()]
     ours = ("io.github.sparkkafkashare.", "org.apache.spark.sql.kafkashare.")

@@ -235,7 +235,10 @@ def test_partitions_added_to_the_topic_are_read_by_the_running_query(
 ) -> None:
     """Partitions added to the topic while the query runs are read, each record once, within
     seconds: the driver describes a topic's partitions again every 5 s, and the group coordinator
-    assigns a new partition at a member's next heartbeat (every 5 s)."""
+    assigns a new partition at a member's next heartbeat (every 5 s). The consumers that replace the
+    first ones (their poll size changes) may get their share of the new partitions only after their
+    first poll: on Kafka 4.4.0, taking that round as proof the partitions were empty left their
+    records in the client for a lock duration (25 to 39 s) in half the runs."""
     topic = kafka.new_topic(partitions=1)
     expected = values(100, "p0")
     kafka.produce(topic, expected)
@@ -253,10 +256,13 @@ def test_partitions_added_to_the_topic_are_read_by_the_running_query(
         wait_until(lambda: len(got) >= 300, 60, "the added partitions' records were read")
         took = time.monotonic() - added
         time.sleep(1)
+        metrics = query.lastProgress["sources"][0]["metrics"]
     finally:
         query.stop()
     assert sorted(got) == sorted(expected)
     assert took < 20, f"the added partitions were read {took:.0f} s after they were added"
+    # With three partitions each consumer may poll more: every slot replaced its consumer once.
+    assert int(metrics["consumersJoined"]) == 2 * int(metrics["consumers"]), metrics
 
 
 def test_stop_closes_every_consumer_and_leaves_the_group(

@@ -114,6 +114,9 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           slot = ShareConsumerPool.replace(slot, consumerConfig, partition.groupLimits)
         }
         if (partition.poll) {
+          // Counted before the poll: a first poll may end before the records assigned to it arrive,
+          // so the driver takes no round a consumer joined in as showing partitions empty.
+          if (slot.joinsWithNextPoll(partition.topics)) counts.add(_.joined, 1)
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           counts.add(_.acquired, polled.size)
           counts.add(_.redelivered, polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))

@@ -263,6 +263,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     locked.records
   }
 
+  /** Whether polling `topics` next is this consumer's first poll, the one that joins the group ([[firstPollTimeout]]). */
+  def joinsWithNextPoll(topics: Set[String]): Boolean = !polledOnce && topics.nonEmpty
+
   /**
    * A consumer that joins just after another gets an empty assignment first, and its partitions with
    * the group's next assignment, at most an assignment interval after the one made as the other

@@ -19,14 +19,16 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     locksExpired: LongAccumulator,
     acknowledgementsFailed: LongAccumulator,
     deduplicated: LongAccumulator,
-    replayed: LongAccumulator) {
+    replayed: LongAccumulator,
+    joined: LongAccumulator) {
 
   /** Each counter with the task metric that shows it per batch; the metric's name is also the counter's in [[report]]. */
   def counters: Seq[(KafkaShareCountMetric, LongAccumulator)] = {
     import KafkaShareCountMetric._
     Seq(Acquired -> acquired, Redelivered -> redelivered, Accepted -> accepted, Released -> released,
       Rejected -> rejected, LockRenewals -> lockRenewals, LocksExpired -> locksExpired,
-      AcknowledgementsFailed -> acknowledgementsFailed, Deduplicated -> deduplicated, Replayed -> replayed)
+      AcknowledgementsFailed -> acknowledgementsFailed, Deduplicated -> deduplicated, Replayed -> replayed,
+      Joined -> joined)
   }
 
   /**
@@ -60,6 +62,6 @@ private[sparkkafkashare] object KafkaShareSourceMetrics {
     def counter(name: String) = sc.longAccumulator(s"kafka-share[$groupId].$name")
     KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"),
       counter("rejected"), counter("lockRenewals"), counter("locksExpired"), counter("acknowledgementsFailed"),
-      counter("deduplicated"), counter("replayed"))
+      counter("deduplicated"), counter("replayed"), counter("consumersJoined"))
   }
 }

@@ -22,6 +22,7 @@ class AcknowledgementsFailedMetric
   extends KafkaShareCountMetric("acknowledgementsFailed", "acknowledgements not applied (lock not expired)")
 class RecordsDeduplicatedMetric extends KafkaShareCountMetric("recordsDeduplicated", "redelivered records dropped as duplicates")
 class RecordsReplayedMetric extends KafkaShareCountMetric("recordsReplayed", "logged records read back by coordinates")
+class ConsumersJoinedMetric extends KafkaShareCountMetric("consumersJoined", "share consumers that joined the group")
 
 private[sparkkafkashare] object KafkaShareCountMetric {
   val Acquired = new RecordsAcquiredMetric
@@ -34,10 +35,11 @@ private[sparkkafkashare] object KafkaShareCountMetric {
   val AcknowledgementsFailed = new AcknowledgementsFailedMetric
   val Deduplicated = new RecordsDeduplicatedMetric
   val Replayed = new RecordsReplayedMetric
+  val Joined = new ConsumersJoinedMetric
 
   /** What the scan reports as its supported custom metrics. */
   val all: Array[CustomMetric] = Array(Acquired, Redelivered, Accepted, Released, Rejected, LockRenewals, LocksExpired,
-    AcknowledgementsFailed, Deduplicated, Replayed)
+    AcknowledgementsFailed, Deduplicated, Replayed, Joined)
 }
 
 /**

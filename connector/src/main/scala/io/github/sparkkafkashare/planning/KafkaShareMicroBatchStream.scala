@@ -189,7 +189,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val poll = offered.getOrElse(false)
     if (offered.isEmpty) logInfo(s"Batch of round $round is replayed from the offset log: it does not poll.")
     if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.TwoPhaseCommit) {
-      PlannedRound(round, counters.acquired.value, Map.empty, replayPartitions(round))
+      PlannedRound(round, counters.acquired.value, counters.joined.value, Map.empty, replayPartitions(round))
     } else {
       if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.CheckpointDedup) {
         recordsLog.foreach(_.delete(round)) // its records reach no batch now: their redelivery must pass
@@ -224,7 +224,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val roundStart = if (poll && !recordsFlowing) {
       outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[TopicPartition, PartitionAtRoundStart])
     } else Map.empty[TopicPartition, PartitionAtRoundStart]
-    PlannedRound(round, counters.acquired.value, roundStart, partitions)
+    PlannedRound(round, counters.acquired.value, counters.joined.value, roundStart, partitions)
   }
 
   /**
@@ -425,15 +425,20 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * Tells the backlog, once a round, that the last planned round (its batch ended) acquired nothing,
    * before any lookup that follows it, the progress report's too: the next planning reuses the
    * report's lookup, and a lag Kafka left stale, counted there again, would plan another round.
+   * Not a round a consumer joined the group in (the run's first, or one replacing another): its
+   * first poll is shorter than the round's timeout, and what the group assigns it may arrive after.
    */
   private def markLastRoundQuiet(): Unit =
-    lastPlanned.filter(p => p.round != quietRound && acquiredBy(p) == 0).foreach { p =>
+    lastPlanned.filter(p => p.round != quietRound && acquiredBy(p) == 0 && joinedIn(p) == 0).foreach { p =>
       backlog.roundFoundNothing(p.roundStart)
       quietRound = p.round
     }
 
   /** The records a planned round's tasks have acquired so far. */
   private def acquiredBy(round: PlannedRound): Long = counters.acquired.value - round.acquiredBefore
+
+  /** The consumers that joined the group in a planned round's tasks. */
+  private def joinedIn(round: PlannedRound): Long = counters.joined.value - round.joinedBefore
 
   private def lookUpBacklog(): Option[Long] = {
     backlogChecked = Some(System.nanoTime())
@@ -462,12 +467,13 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
 private final case class PollSizeBasis(partitions: Int, recordLocks: Int)
 
 /**
- * A planned round, with the acquired-records counter before it ran and what [[Backlog]] noted as
- * it began.
+ * A planned round, with the acquired-records and joined-consumers counters before it ran and what
+ * [[Backlog]] noted as it began.
  */
 private final case class PlannedRound(
     round: Long,
     acquiredBefore: Long,
+    joinedBefore: Long,
     roundStart: Map[TopicPartition, PartitionAtRoundStart],
     partitions: Array[InputPartition])
 
