@@ -39,6 +39,7 @@ from jobs.share_metrics import acknowledged as acknowledged
 from jobs.share_metrics import source_metrics as source_metrics
 
 REPO = Path(__file__).resolve().parent.parent
+KAFKA_LOCAL = REPO / "dev" / "kafka-local" / "kafka-local"
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
 JAR = os.environ.get(
     "SPARK_KAFKA_SHARE_JAR",
@@ -350,14 +351,20 @@ def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     return [(value, count) for f in files for value, count in json.loads(f.read_text())]
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def local_broker(action: str, broker_config: dict[str, str] | None = None) -> None:
     """`stop`, `start` or `restart` the local broker (dev/kafka-local), keeping its data.
 
     `broker_config` adds server.properties for this start only; the next start goes without them."""
-    script = str(Path(__file__).resolve().parents[1] / "dev" / "kafka-local" / "kafka-local")
     extra = "\n".join(f"{name}={value}" for name, value in (broker_config or {}).items())
     env = {**os.environ, "KAFKA_LOCAL_BROKER_CONFIG": extra}
-    subprocess.run([script, action], check=True, timeout=300, env=env)
+    subprocess.run([str(KAFKA_LOCAL), action], check=True, timeout=300, env=env)
 
 
 def restart_broker_with(request: pytest.FixtureRequest, broker_config: dict[str, str]) -> None:

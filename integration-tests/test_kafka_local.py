@@ -3,12 +3,10 @@ refuses to start one release on data another last ran on (`KAFKA_BROKER_VERSION`
 
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "dev" / "kafka-local" / "kafka-local"
+from conftest import KAFKA_LOCAL, REPO, free_port
 
 
 def configured_release() -> str:
@@ -18,12 +16,6 @@ def configured_release() -> str:
     return os.environ.get("KAFKA_BROKER_VERSION") or match.group(1)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def kafka_local(command: str, data: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Runs the script; with `data`, on that data dir and free ports, away from the tests' broker."""
     env = dict(os.environ)
@@ -31,7 +23,7 @@ def kafka_local(command: str, data: Path | None = None) -> subprocess.CompletedP
         env.update(
             KAFKA_DATA_DIR=str(data), KAFKA_PORT=str(free_port()), KAFKA_CONTROLLER_PORT=str(free_port())
         )
-    return subprocess.run([str(SCRIPT), command], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([str(KAFKA_LOCAL), command], capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_version_is_the_release_the_running_broker_reports() -> None:

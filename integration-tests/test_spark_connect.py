@@ -17,17 +17,11 @@ import pytest
 import spark_kafka_share as sks
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import BOOTSTRAP, JAR, KafkaCluster, lost_and_duplicated, values
+from conftest import BOOTSTRAP, JAR, KafkaCluster, free_port, lost_and_duplicated, values
 
 # What pyspark sets to mark the process as a Connect client; it turns classic pyspark calls into
 # Connect ones, so it must not outlive this module (the suites after it use the classic session).
 CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answers(port: int) -> bool:
@@ -45,7 +39,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         pytest.fail(f"Connector jar {JAR} is missing: run `make jar`.")
     workdir = tmp_path_factory.mktemp("connect-server")
     spark_home = Path(pyspark.__file__).parent
-    port = _free_port()
+    port = free_port()
     command = [
         str(spark_home / "bin" / "spark-submit"),
         "--class",
