@@ -182,6 +182,6 @@ def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     assert read_all == "True", f"{len(lost)} records never reached the sink"
     assert not lost
     # Both reads' records come back: the first read's once more (the sink has them), the second's
-    # for the first time.
-    assert set(duplicated) <= set(first["values"])
+    # for the first time. Had the home consumer ACCEPTed the first read, none would be duplicated.
+    assert set(duplicated) == set(first["values"])
     assert kafka.unfinished(group, topic) == 0

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark import TaskContext
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from spark_kafka_share import (
     AcknowledgeType,
@@ -18,7 +22,15 @@ from spark_kafka_share import (
     release_or_dead_letter,
 )
 
-from conftest import KafkaCluster, acknowledged, share_stream, source_metrics, values, wait_until
+from conftest import (
+    KafkaCluster,
+    acknowledged,
+    lost_and_duplicated,
+    share_stream,
+    source_metrics,
+    values,
+    wait_until,
+)
 
 EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
 # Released records come back under every strategy: the ones that log rounds must not drop them as
@@ -87,6 +99,45 @@ def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_on
     assert kafka.unfinished(group, topic) == 0  # the rejected records too are done for Kafka
     assert int(metrics["recordsRejected"]) == len(to_reject)
     assert int(metrics["recordsReleased"]) >= len(to_release)
+
+
+@STRATEGIES
+def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
+    spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path
+) -> None:
+    """A batch marks every record REJECT, then fails before Spark commits it. A REJECT applied anyway
+    would lose those records for good. The query restarts from its checkpoint, and the batch, run
+    again, marks nothing: every record must reach that run's sink, once."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(300)
+    kafka.produce(topic, expected, key=str)
+    options = {**EXPLICIT, "kafka.share.exactly.once.strategy": strategy, "maxRecordsPerTrigger": "100"}
+    checkpoint = str(tmp_path / "checkpoint")
+    marked: list[str] = []
+
+    def reject_all_then_fail(batch: DataFrame, _batch_id: int) -> None:
+        batch.persist()
+        rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
+        if rows:
+            acknowledge(batch, marks(batch, AcknowledgeType.REJECT))
+            marked.extend(rows)
+            raise RuntimeError("failing after marking every record REJECT")
+
+    failing = share_stream(spark, topic, group, **options).writeStream.foreachBatch(reject_all_then_fail)
+    with pytest.raises(StreamingQueryException, match="failing after marking every record REJECT"):
+        failing.option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination(120)
+    assert marked
+
+    read: list[str] = []
+    rerun = share_stream(spark, topic, group, **options).writeStream.foreachBatch(
+        lambda b, _: read.extend(r.v for r in b.selectExpr("cast(value as string) v").collect())
+    )
+    assert rerun.option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination(120)
+
+    lost, duplicated = lost_and_duplicated(expected, read)
+    assert not lost, f"{len(lost)} records lost, {len(lost & set(marked))} of them marked REJECT by the failed batch"
+    assert not duplicated
+    assert kafka.unfinished(group, topic) == 0
 
 
 def test_acknowledge_rejects_marks_it_cannot_apply(
@@ -182,6 +233,53 @@ def test_a_batch_evaluated_twice_has_the_same_records(
     )
     assert mismatches == [], "a batch's DataFrame gave different records when evaluated again"
     assert sorted(first) == expected
+    assert kafka.unfinished(group, topic) == 0
+
+
+@pytest.mark.parametrize("strategy", ["none", "checkpoint-dedup"])
+def test_a_batch_evaluated_again_by_tasks_that_fail_once_has_the_same_records(
+    spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str
+) -> None:
+    """foreachBatch reads its batch, then a second action's tasks fail once each and Spark retries
+    them on the same executor. The retries must return what the first action read: had the failures
+    released those records, the retries would poll others, which the batch's commit then ACCEPTs
+    though the first action never saw them (lost to it), while the released ones come back."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(600)
+    kafka.produce(topic, expected)
+    first: list[str] = []
+    mismatches: list[int] = []
+
+    def fail_first_attempt(rows: Iterator[Row]) -> Iterator[Row]:
+        if TaskContext.get().attemptNumber() == 0:
+            raise RuntimeError("the second evaluation's task fails once")
+        return rows
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        values_of = batch.selectExpr("cast(value as string) v")
+        once = sorted(r.v for r in values_of.collect())
+        again = sorted(values_of.rdd.mapPartitions(fail_first_attempt).map(lambda r: r.v).collect())
+        if again != once:
+            mismatches.append(batch_id)
+        first.extend(once)
+
+    options = {
+        "startingOffsets": "earliest",
+        "kafka.share.parallelism": "2",
+        "maxRecordsPerTrigger": "100",
+        "kafka.share.exactly.once.strategy": strategy,
+    }
+    run_until(
+        share_stream(spark, topic, group, **options),
+        sink,
+        lambda m: len(first) >= len(expected) and acknowledged(m) >= len(expected),
+        120,
+        "the topic was drained",
+    )
+    assert mismatches == [], "a retried task of a batch read again gave other records"
+    lost, duplicated = lost_and_duplicated(expected, first)
+    assert not lost
+    assert not duplicated
     assert kafka.unfinished(group, topic) == 0
 
 

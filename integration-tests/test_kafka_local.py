@@ -21,7 +21,10 @@ def kafka_local(command: str, data: Path | None = None) -> subprocess.CompletedP
     env = dict(os.environ)
     if data is not None:
         env.update(
-            KAFKA_DATA_DIR=str(data), KAFKA_PORT=str(free_port()), KAFKA_CONTROLLER_PORT=str(free_port())
+            KAFKA_DATA_DIR=str(data),
+            KAFKA_PORT=str(free_port()),
+            KAFKA_CONTROLLER_PORT=str(free_port()),
+            KAFKA_SASL_PORT=str(free_port()),
         )
     return subprocess.run([str(KAFKA_LOCAL), command], capture_output=True, text=True, timeout=300, env=env)
 

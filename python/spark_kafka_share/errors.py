@@ -46,7 +46,8 @@ class KafkaShareConnectNotSupportedError(KafkaShareError, NotImplementedError):
     """The call needs a classic Spark session: it uses the driver JVM, which Spark Connect hides."""
 
 
-# The JVM's conditions for bad options (all raised as IllegalArgumentException there).
+# The JVM's conditions for bad options (raised as IllegalArgumentException there), and for a Kafka
+# client that the settings the options pass to Kafka do not let it create.
 _CONFIGURATION_CONDITIONS = frozenset(
     {
         "KAFKA_SHARE_MISSING_OPTION",
@@ -56,6 +57,7 @@ _CONFIGURATION_CONDITIONS = frozenset(
         "KAFKA_SHARE_NO_SUBSCRIPTION",
         "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
         "KAFKA_SHARE_UNSUPPORTED_OPTION",
+        "KAFKA_SHARE_CLIENT_NOT_CREATED",
     }
 )
 

@@ -72,6 +72,8 @@ _SOURCE_OPTION_FIELDS = {
 _SHARE_CONSUMER_REJECTS = (
     "Kafka share consumers do not accept it (share groups manage offsets and membership on the broker)."
 )
+_GROUP_CONFIG = "it is a share group config, not a client setting;"
+_ON_THE_GROUP = "set it on the group with Kafka's kafka-configs tool (--entity-type groups)."
 # Kafka client settings the source sets itself or that share consumers reject, with the reason.
 _OWNED_KAFKA_CONFIGS = {
     "group.id": f"the source sets it from option '{GROUP_ID}'.",
@@ -80,25 +82,39 @@ _OWNED_KAFKA_CONFIGS = {
     "value.deserializer": "values are always returned as binary; cast or decode the 'value' column.",
     "share.acknowledgement.mode": "the source acknowledges records itself after Spark commits each batch; "
     f"see option '{ACKNOWLEDGMENT_MODE}'.",
-    "share.auto.offset.reset": "it is a share group config, not a client setting; "
-    f"use option '{STARTING_OFFSETS}'.",
     "client.id": "the source names each consumer after the group and its slot.",
+    # Kafka's names of the share group's own configs: a client ignores them, so a query would run without.
+    "share.auto.offset.reset": f"{_GROUP_CONFIG} use option '{STARTING_OFFSETS}'.",
+    "share.record.lock.duration.ms": f"{_GROUP_CONFIG} use option '{LOCK_TIMEOUT_MS}'.",
+    **dict.fromkeys(
+        [
+            "share.session.timeout.ms",
+            "share.heartbeat.interval.ms",
+            "share.delivery.count.limit",
+            "share.isolation.level",
+            "share.renew.acknowledge.enable",
+            "share.assignor.offload.enable",
+        ],
+        f"{_GROUP_CONFIG} {_ON_THE_GROUP}",
+    ),
     **dict.fromkeys(
         [
             "enable.auto.commit",
             "auto.commit.interval.ms",
             "auto.offset.reset",
             "group.instance.id",
-            "isolation.level",
             "partition.assignment.strategy",
             "interceptor.classes",
-            "session.timeout.ms",
-            "heartbeat.interval.ms",
             "group.protocol",
             "group.remote.assignor",
         ],
         _SHARE_CONSUMER_REJECTS,
     ),
+    **{
+        config: f"Kafka share consumers do not accept it; a share group has config 'share.{config}' instead: "
+        + _ON_THE_GROUP
+        for config in ["isolation.level", "session.timeout.ms", "heartbeat.interval.ms"]
+    },
 }
 
 _LONG_MAX = 2**63 - 1
@@ -273,8 +289,15 @@ def _validate_connection(options: Mapping[str, str]) -> None:
                 f"Kafka setting 'kafka.{key}' cannot be set on the kafka-share source: {reason} "
                 "Remove it from the options.",
             )
-    if "default.api.timeout.ms" in kafka_params:  # checked untrimmed, as the JVM does
-        _positive_long(kafka_params["default.api.timeout.ms"], "kafka.default.api.timeout.ms")
+    # Kafka allows 0, but the driver bounds each of its Admin calls with it (other values Kafka checks).
+    timeout = kafka_params.get("default.api.timeout.ms")
+    if timeout is not None and re.fullmatch(r"[+-]?0+", _java_trim(timeout)):
+        raise KafkaShareConfigurationError(
+            "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
+            "Kafka setting 'kafka.default.api.timeout.ms' has a value Kafka's consumer or this source does not "
+            "accept: expected a positive number of milliseconds (it bounds every Admin call of the driver). "
+            "Correct or remove it (the value is not shown: Kafka settings can hold credentials).",
+        )
 
 
 def _validate_source(options: Mapping[str, str]) -> None:

@@ -19,6 +19,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   private def message(condition: String, params: Map[String, String]): String =
     s"[$condition] " + reader.getErrorMessage(condition, params)
 
+  /** The condition's SQL state from our file: Spark's default looks in Spark's own, which has none of ours. */
+  def sqlState(condition: String): String = reader.getSqlState(condition)
+
   private def invalid(condition: String, params: (String, String)*): KafkaShareIllegalArgumentException = {
     val map = params.toMap
     new KafkaShareIllegalArgumentException(condition, map, message(condition, map))
@@ -70,6 +73,9 @@ private[sparkkafkashare] object KafkaShareErrors {
     "bootstrapServers" -> bootstrapServers, "timeoutMs" -> timeoutMs.toString, "action" -> action,
     "cause" -> describe(cause))
 
+  def clientNotCreated(client: String, groupId: String, cause: Throwable): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_CLIENT_NOT_CREATED", cause, "client" -> client, "groupId" -> groupId, "cause" -> describe(cause))
+
   def groupConfigFailed(groupId: String, config: String, option: String, cause: Throwable): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUP_CONFIG_FAILED", cause,
       "groupId" -> groupId, "config" -> config, "option" -> option, "cause" -> describe(cause))
@@ -99,6 +105,7 @@ private[sparkkafkashare] trait KafkaShareThrowable extends SparkThrowable {
   def parameters: Map[String, String]
   override def getCondition: String = condition
   override def getMessageParameters: java.util.Map[String, String] = parameters.asJava
+  override def getSqlState: String = KafkaShareErrors.sqlState(condition)
 }
 
 /** A bad option or setting; surfaces in PySpark as `pyspark.errors.IllegalArgumentException`. */

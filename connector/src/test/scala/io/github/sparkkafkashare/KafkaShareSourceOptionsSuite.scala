@@ -70,7 +70,11 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(failure(required + ("startingOffsets" -> "-PT1H")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE")
   }
 
-  test("each bad input names its condition and option") {
+  test("each bad input names its condition and option, and carries the condition's SQL state") {
+    val sqlStates = Map("KAFKA_SHARE_MISSING_OPTION" -> "42601", "KAFKA_SHARE_NO_SUBSCRIPTION" -> "42601",
+      "KAFKA_SHARE_CONFLICTING_OPTIONS" -> "42613", "KAFKA_SHARE_INVALID_OPTION_VALUE" -> "42616",
+      "KAFKA_SHARE_UNSUPPORTED_OPTION" -> "0A000", "KAFKA_SHARE_INVALID_KAFKA_CONFIG" -> "42616",
+      "KAFKA_SHARE_OWNED_KAFKA_CONFIG" -> "42616")
     val cases = Seq(
       (required - "kafka.bootstrap.servers", "KAFKA_SHARE_MISSING_OPTION", "kafka.bootstrap.servers"),
       (required - "kafka.share.group.id", "KAFKA_SHARE_MISSING_OPTION", "kafka.share.group.id"),
@@ -86,7 +90,8 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         "kafka.share.partition.max.record.locks"),
       (required + ("kafka.share.assignment.interval.ms" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
         "kafka.share.assignment.interval.ms"),
-      (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.default.api.timeout.ms"),
+      (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
+      (required + ("kafka.default.api.timeout.ms" -> "-1"), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
       (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),
       (required + ("kafka.GROUP.ID" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.GROUP.ID"),
@@ -95,6 +100,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     cases.foreach { case (options, condition, named) =>
       val e = failure(options)
       assert(e.getCondition == condition, s"$options")
+      assert(e.getSqlState == sqlStates(condition), condition)
       assert(e.asInstanceOf[Exception].getMessage.startsWith(s"[$condition] "))
       assert(e.asInstanceOf[Exception].getMessage.contains(named), s"$condition should name $named")
     }
@@ -158,6 +164,10 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(pollSize(Map.empty, parallelism = 4, partitions = 0, locks = 2000) == "10000", "no subscribed topic exists yet")
     assert(!ShareConsumerSettings(parse(required), 1, "r", 4, 10000).contains("share.acquire.mode"))
     assert(pollSize(Map("kafka.max.poll.records" -> "300"), parallelism = 1, partitions = 4, locks = 10000) == "300")
+    val perTrigger = Map("maxRecordsPerTrigger" -> "100000")
+    assert(pollSize(perTrigger + ("kafka.max.poll.records" -> "1000"), parallelism = 4, partitions = 4, locks = 2000) == "1000",
+      "the smaller of the user's poll size and the per-trigger share")
+    assert(pollSize(perTrigger + ("kafka.max.poll.records" -> "90000"), parallelism = 4, partitions = 4, locks = 2000) == "25000")
   }
 
   test("more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes") {

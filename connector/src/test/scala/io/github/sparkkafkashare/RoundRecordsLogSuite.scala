@@ -93,16 +93,25 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     val log = newLog()
     log.write(1, 0, Seq(record(0, 1)))
     val stop = new java.util.concurrent.atomic.AtomicBoolean(false)
+    val written = new java.util.concurrent.atomic.AtomicInteger(0)
+    val writerFailure = new java.util.concurrent.atomic.AtomicReference[Throwable]()
     // Other slots write their files (a temporary file, renamed into place) while slot 0 reads the round.
-    val writer = new Thread(() => { var slot = 1; while (!stop.get()) { log.write(1, slot, Seq(record(1, slot))); slot += 1 } })
+    val writer = new Thread(() => {
+      try while (!stop.get()) { val slot = written.incrementAndGet(); log.write(1, slot, Seq(record(1, slot))) }
+      catch { case t: Throwable => writerFailure.set(t) }
+    })
     writer.start()
+    var mostSlotsRead = 0
     try {
       val deadline = System.nanoTime() + 2000000000L
       while (System.nanoTime() < deadline) {
         val read = log.read(1)
         assert(read(0) == Seq(record(0, 1)) && read.forall { case (slot, records) => slot == 0 || records == Seq(record(1, slot)) })
+        mostSlotsRead = math.max(mostSlotsRead, read.size)
       }
     } finally { stop.set(true); writer.join() }
+    Option(writerFailure.get()).foreach(failure => throw failure)
+    assert(written.get() > 10 && mostSlotsRead > 2, s"the reads overlapped the writes: ${written.get()} written, at most $mostSlotsRead read")
   }
 
   test("an unfinished write leaves no slot file behind for readers") {

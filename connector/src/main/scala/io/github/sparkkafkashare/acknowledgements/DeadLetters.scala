@@ -22,7 +22,7 @@ private[sparkkafkashare] object DeadLetters {
   /** `records` are rows of the source's schema (headers optional). */
   def send(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = if (records.nonEmpty) {
     val known = ProducerConfig.configNames().asScala
-    val config = connection.kafkaParams.filter { case (k, _) => known.contains(k) } ++ Map(
+    val config = connection.clientSettings(known.contains) ++ Map(
       ProducerConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
       ProducerConfig.ACKS_CONFIG -> "all",
       ProducerConfig.CLIENT_ID_CONFIG -> s"kafka-share-dead-letters-${connection.groupId}")

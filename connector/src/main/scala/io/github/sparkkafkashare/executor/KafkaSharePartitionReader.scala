@@ -57,7 +57,7 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
  * Runs one slot's round on an executor: settles what the slot's consumer holds from earlier
  * rounds, then polls once and returns those records as rows, leaving them unacknowledged until
  * a later round learns that this batch committed. Without a records log, a failed attempt releases
- * what it acquired.
+ * what it acquired; one that read again what an earlier evaluation of the batch acquired keeps it.
  *
  * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
  * dropped, those another slot logged for this round are held but not returned, and the
@@ -84,22 +84,28 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val context = TaskContext.get()
-    // Without a log a retry polls anew, so a failed attempt's records go back to the group. With one,
-    // a retry must return the same records (from this consumer, or read back from the log elsewhere).
-    if (recordsLog.isEmpty) {
-      context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
-    }
     // Not held if replacing the slot failed after giving the old one up.
     context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(SlotRead(partition.slot, partition.round, here))
     slot.heldFor(partition.round) match {
-      // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records.
+      // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records. A
+      // failure keeps them held, for the retry to return them again: an earlier evaluation's sink may
+      // have them, and releasing them would let the retry poll records that sink never sees.
       case Some(held) =>
-        // The attempt that polled may have failed before logging them.
-        recordsLog.filterNot(_.contains(partition.round, partition.slot)).foreach(log => logRecords(log, held))
-        held.iterator().asScala
+        recordsLog.filterNot(_.contains(partition.round, partition.slot)) match {
+          // The attempt that polled failed before checking and logging them, and Spark dropped its counts.
+          case Some(log) =>
+            countAcquired(held)
+            dropDuplicatesAndLog(log, held).iterator().asScala
+          case None => held.iterator().asScala
+        }
       case None =>
+        // Without a log a retry polls anew, so a failed attempt's records go back to the group. With one,
+        // a retry must return the same records (from this consumer, or read back from the log elsewhere).
+        if (recordsLog.isEmpty) {
+          context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
+        }
         val settled = slot.settle(partition.committedThrough, partition.marks, atHome = partition.home.forall(_ == here))
         counts.add(_.accepted, settled.accepted)
         counts.add(_.released, settled.released)
@@ -118,8 +124,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           // so the driver takes no round a consumer joined in as showing partitions empty.
           if (slot.joinsWithNextPoll(partition.topics)) counts.add(_.joined, 1)
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
-          counts.add(_.acquired, polled.size)
-          counts.add(_.redelivered, polled.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
+          countAcquired(polled)
           recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala
         } else {
           slot.flush(ShareConsumerPool.CloseTimeout)
@@ -131,6 +136,11 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   // After the settlement and the poll above, so that the results of the acknowledgements they sent
   // count in this task; what happened between tasks (the lock renewer's work) counts here too.
   counts.addAll(slot.drainAcknowledgementEvents().byMetric)
+
+  private def countAcquired(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit = {
+    counts.add(_.acquired, records.size)
+    counts.add(_.redelivered, records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
+  }
 
   private def dropDuplicatesAndLog(
       log: RoundRecordsLog,

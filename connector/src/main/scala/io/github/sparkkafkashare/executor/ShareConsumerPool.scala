@@ -51,7 +51,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   /** Runs the janitor ([[tidy]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
   private lazy val background: ScheduledExecutorService = {
     val executor = Executors.newScheduledThreadPool(2, daemonThreads("kafka-share-consumer-pool"))
-    executor.scheduleWithFixedDelay(() => tidy(ExecutorLocality.currentExecutor()), TidyInterval.toMillis,
+    // Skipped while no SparkContext runs: an exception here would end the schedule for the JVM's life.
+    executor.scheduleWithFixedDelay(() => ExecutorLocality.runningExecutor().foreach(tidy(_)), TidyInterval.toMillis,
       TidyInterval.toMillis, TimeUnit.MILLISECONDS)
     executor.scheduleWithFixedDelay(() => renewLocks(), RenewCheckInterval.toMillis, RenewCheckInterval.toMillis,
       TimeUnit.MILLISECONDS)
@@ -294,6 +295,9 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             }
           } finally slot.lock.unlock()
         }
+        // As closeRun does, once the janitor has closed an ended run's last consumer here.
+        val ended = run match { case RunLookUp.Stopped(_, _) | RunLookUp.Unknown => true; case _ => false }
+        if (ended && slotsOf(runId).isEmpty) DeliveredRecordsIndex.forget(runId)
     }
   }
 }

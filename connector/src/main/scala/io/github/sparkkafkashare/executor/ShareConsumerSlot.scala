@@ -10,6 +10,7 @@ import scala.jdk.OptionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import io.github.sparkkafkashare.options.ShadedKafkaNames
 import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.TopicIdPartition
@@ -64,8 +65,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     @volatile private var limits: GroupLimits)
   extends Logging {
 
-  private val consumer =
+  private val consumer = {
+    ShadedKafkaNames.mirrorSystemProperties() // the driver mapped the config's class names, not this JVM's properties
     new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer, new ByteArrayDeserializer)
+  }
   /** Held by the borrowing task for its whole run: one task per slot at a time. */
   private[executor] val lock = new ReentrantLock()
   private val consumerLock = new ReentrantLock()
@@ -204,11 +207,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     val records = held.filter(_.round == round).getOrElse(throw new IllegalStateException(s"round $round is not held"))
     val (accepted, kept) = records.records.asScala.partition(r => deliveredEarlier.contains(RecordCoordinates.of(r)))
     accepted.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
-    // Sent now: they wait for no batch, and their locks would run on while this round's batch runs.
-    if (accepted.nonEmpty) flush(ShareConsumerPool.CloseTimeout)
     val remaining = new HeldRecords(round, new java.util.ArrayList(kept.asJava), records.lockedSinceNanos,
       records.hidden ++ loggedThisRound, records.unlocked)
-    held = Some(remaining)
+    held = Some(remaining) // before the flush: if it fails, the accepted ones are no longer this round's to settle
+    // Sent now: they wait for no batch, and their locks would run on while this round's batch runs.
+    if (accepted.nonEmpty) flush(ShareConsumerPool.CloseTimeout)
     remaining.visible
   }
 

@@ -61,7 +61,17 @@ private[sparkkafkashare] final case class KafkaConnection(
 
   /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
   def apiTimeoutMs: Long =
-    kafkaParams.get("default.api.timeout.ms").map(_.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+    kafkaParams.get(KafkaShareSourceOptions.ApiTimeoutConfig).map(_.trim.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+
+  /**
+   * The pass-through settings for a Kafka client, those `known` to it, with Kafka's class names as
+   * the shaded client has them; Kafka's system properties are mirrored first ([[ShadedKafkaNames]]).
+   * Called right before a client is created, on the JVM that creates it.
+   */
+  def clientSettings(known: String => Boolean = _ => true): Map[String, String] = {
+    ShadedKafkaNames.mirrorSystemProperties()
+    ShadedKafkaNames.clientSettings(kafkaParams.filter { case (key, _) => known(key) })
+  }
 }
 
 /**
@@ -107,6 +117,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
 
   val DefaultPollTimeoutMs = 2000L
   val DefaultApiTimeoutMs = 30000L
+  /** Kafka's client setting that bounds a call; checked here as the driver's Admin calls need it positive. */
+  val ApiTimeoutConfig = "default.api.timeout.ms"
   val DefaultFetchOffsetNumRetries = 3
 
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
@@ -123,14 +135,23 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       "value.deserializer" -> "values are always returned as binary; cast or decode the 'value' column.",
       "share.acknowledgement.mode" ->
         s"the source acknowledges records itself after Spark commits each batch; see option '$AcknowledgmentModeOption'.",
-      "share.auto.offset.reset" ->
-        s"it is a share group config, not a client setting; use option '$StartingOffsetsOption'.",
       "client.id" -> "the source names each consumer after the group and its slot.")
+    // Kafka's names of the share group's own configs: a client ignores them, so a query would run without.
+    val groupConfig = "it is a share group config, not a client setting;"
+    val onTheGroup = "set it on the group with Kafka's kafka-configs tool (--entity-type groups)."
+    val groupConfigs = Map(
+      "share.auto.offset.reset" -> s"$groupConfig use option '$StartingOffsetsOption'.",
+      "share.record.lock.duration.ms" -> s"$groupConfig use option '$LockTimeoutMs'.") ++
+      Seq("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.delivery.count.limit",
+        "share.isolation.level", "share.renew.acknowledge.enable", "share.assignor.offload.enable")
+        .map(_ -> s"$groupConfig $onTheGroup")
     val rejectedByShareConsumer = Seq("enable.auto.commit", "auto.commit.interval.ms", "auto.offset.reset",
-      "group.instance.id", "isolation.level", "partition.assignment.strategy", "interceptor.classes",
-      "session.timeout.ms", "heartbeat.interval.ms", "group.protocol", "group.remote.assignor")
+      "group.instance.id", "partition.assignment.strategy", "interceptor.classes", "group.protocol",
+      "group.remote.assignor")
       .map(_ -> "Kafka share consumers do not accept it (share groups manage offsets and membership on the broker).")
-    sourceOwned ++ rejectedByShareConsumer
+    val replacedByGroupConfig = Seq("isolation.level", "session.timeout.ms", "heartbeat.interval.ms")
+      .map(c => c -> s"Kafka share consumers do not accept it; a share group has config 'share.$c' instead: $onTheGroup")
+    sourceOwned ++ groupConfigs ++ rejectedByShareConsumer ++ replacedByGroupConfig
   }
 
   /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
@@ -151,7 +172,11 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
     }
     checkKafkaValues(kafkaParams)
-    kafkaParams.get("default.api.timeout.ms").foreach(v => positiveLong(Some(v), "kafka.default.api.timeout.ms"))
+    // Kafka allows 0, but the driver bounds each of its Admin calls with it.
+    if (kafkaParams.get(ApiTimeoutConfig).exists(_.trim.toIntOption.contains(0))) {
+      throw KafkaShareErrors.invalidKafkaConfig(s"kafka.$ApiTimeoutConfig",
+        "expected a positive number of milliseconds (it bounds every Admin call of the driver)")
+    }
     KafkaConnection(bootstrapServers, groupId, kafkaParams - "bootstrap.servers")
   }
 

@@ -21,15 +21,19 @@ private[sparkkafkashare] object ShareConsumerSettings {
    */
   def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String, partitions: Int,
       recordLocksPerPartition: Int): Map[String, String] = {
-    // maxRecordsPerTrigger becomes a strict per-consumer cap.
-    val perTriggerCap = options.maxRecordsPerTrigger.map(max => math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism))
+    // maxRecordsPerTrigger becomes a strict per-consumer cap; a smaller kafka.max.poll.records (a bound
+    // on a poll's memory, say) still holds.
+    val userPollRecords = options.connection.kafkaParams.get(ConsumerConfig.MAX_POLL_RECORDS_CONFIG).map(_.trim.toLong)
+    val perTriggerCap = options.maxRecordsPerTrigger.map { max =>
+      (userPollRecords.toSeq :+ math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism)).min
+    }
     val sharedCap = sharedPartitionCap(options, parallelism, partitions, recordLocksPerPartition)
     val strictCap = (perTriggerCap orElse sharedCap).toSeq.flatMap { records =>
       Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> records.toString, AcquireModeConfig -> StrictAcquireMode)
     }
     val pollRecords = unsharedPollRecords(parallelism, partitions, recordLocksPerPartition)
     Map(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> pollRecords.toString) ++
-      options.connection.kafkaParams ++ strictCap ++ Map(
+      options.connection.clientSettings() ++ strictCap ++ Map(
       ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.connection.bootstrapServers,
       ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
       // Always explicit, whatever the user-facing mode: in implicit mode the next poll would

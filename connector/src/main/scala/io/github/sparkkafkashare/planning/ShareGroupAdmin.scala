@@ -9,7 +9,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
-import org.apache.kafka.common.{KafkaFuture, TopicPartition}
+import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
 import org.apache.spark.internal.Logging
@@ -23,7 +23,10 @@ import org.apache.spark.internal.Logging
 private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends AutoCloseable with Logging {
   import ShareGroupAdmin._
 
-  private val admin: Admin = Admin.create(adminConfig(connection))
+  private val admin: Admin = try Admin.create(adminConfig(connection)) catch {
+    // Kafka says only "Failed to create new KafkaAdminClient"; the cause (a login module, say) is what helps.
+    case e: KafkaException => throw KafkaShareErrors.clientNotCreated("Admin client", connection.groupId, e)
+  }
   private val group = connection.groupId
   private val answered = new AtomicLong()
 
@@ -263,7 +266,7 @@ private[sparkkafkashare] object ShareGroupAdmin {
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
   def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
     val known = AdminClientConfig.configNames().asScala
-    val config = connection.kafkaParams.filter { case (k, _) => known.contains(k) } ++ Map(
+    val config = connection.clientSettings(known.contains) ++ Map(
       AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
       AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> connection.apiTimeoutMs.toString,
       AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(connection.apiTimeoutMs, 30000L).toString,

@@ -13,7 +13,7 @@ import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordC
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{AcknowledgementsFailed, Released}
 import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
-import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
+import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
@@ -154,8 +154,12 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0) === false)
+      assert(memberClientIds(group).contains(s"$run-1"), "the consumer stays a member")
       val again = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
-      try assert(again.heldFor(0).isEmpty) finally ShareConsumerPool.giveBack(again)
+      try {
+        assert(again.config.get(ConsumerConfig.CLIENT_ID_CONFIG) == s"$run-1", "the slot's own consumer, not a new one")
+        assert(again.heldFor(0).isEmpty)
+      } finally ShareConsumerPool.giveBack(again)
     }
   }
 

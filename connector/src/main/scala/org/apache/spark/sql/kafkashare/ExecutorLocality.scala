@@ -20,8 +20,11 @@ object ExecutorLocality {
   }
 
   /** The task location of the JVM this runs in (an executor, or the driver in local mode). */
-  def currentExecutor(): String = {
-    val env = SparkEnv.get
+  def currentExecutor(): String =
+    runningExecutor().getOrElse(throw new IllegalStateException("No SparkContext runs in this JVM"))
+
+  /** [[currentExecutor]], or None in a JVM without Spark running (a driver between two SparkContexts). */
+  def runningExecutor(): Option[String] = Option(SparkEnv.get).map { env =>
     ExecutorCacheTaskLocation(env.blockManager.blockManagerId.host, env.executorId).toString
   }
 }

@@ -1,0 +1,43 @@
+package io.github.sparkkafkashare.options
+
+import org.apache.kafka.clients.consumer.ConsumerConfig
+
+/**
+ * The assembly shades kafka-clients (build.sbt), and the shader renames more than classes: every
+ * string that names Kafka's package, so the shaded client looks for its classes and reads its system
+ * properties under the shaded package. Users write Kafka's own names: the login module in
+ * `kafka.sasl.jaas.config`, class settings such as `kafka.sasl.login.callback.handler.class`, and JVM
+ * flags such as `-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls`. This maps them to the names the
+ * client in this jar reads. Without shading (the connector's own tests) the two packages are the
+ * same and nothing changes.
+ */
+private[sparkkafkashare] object ShadedKafkaNames {
+  // Joined at run time: the shader would rewrite a literal "org.apache.kafka" into the shaded package.
+  private val KafkaPackage = Seq("org", "apache", "kafka").mkString(".")
+  private val ClientPackage = classOf[ConsumerConfig].getPackageName.stripSuffix(".clients.consumer")
+
+  /**
+   * The system properties kafka-clients reads, under Kafka's package (the names an operator sets).
+   * integration-tests/test_security.py checks that the assembly's client reads no others.
+   */
+  val SystemProperties: Seq[String] = Seq("allowed.login.modules", "disallowed.login.modules",
+    "sasl.oauthbearer.allowed.urls", "sasl.oauthbearer.allowed.files", "automatic.config.providers")
+
+  /** Kafka's class names in pass-through values (login modules, handlers, providers), as this jar has them. */
+  def clientSettings(kafkaParams: Map[String, String]): Map[String, String] =
+    if (ClientPackage == KafkaPackage) kafkaParams
+    else kafkaParams.map { case (key, value) => key -> inClientPackage(value) }
+
+  /**
+   * Copies each of [[SystemProperties]] an operator set under Kafka's name to the name the client
+   * reads, with the class names in it mapped too (allowed login modules). Called before each client
+   * is created, on the driver and the executors, so a property set after the JVM started counts.
+   */
+  def mirrorSystemProperties(): Unit = if (ClientPackage != KafkaPackage) {
+    for (name <- SystemProperties; value <- Option(System.getProperty(s"$KafkaPackage.$name"))) {
+      System.setProperty(s"$ClientPackage.$name", inClientPackage(value))
+    }
+  }
+
+  private def inClientPackage(value: String): String = value.replace(s"$KafkaPackage.", s"$ClientPackage.")
+}
