@@ -101,6 +101,37 @@ def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_on
     assert int(metrics["recordsReleased"]) >= len(to_release)
 
 
+def test_marks_reach_a_slot_whose_next_batch_ran_no_task(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """foreachBatch leaves every other batch unread, so no task runs in it and the slot still holds
+    the records of the batch before when a later batch settles them. The marks that batch made
+    must apply then: every first delivery is RELEASEd and must come back. Settled by the marks of
+    the unread batch (none), they were ACCEPTed instead."""
+    topic = kafka.new_topic()
+    expected = values(200)
+    kafka.produce(topic, expected)
+    seen: list[tuple[str, int]] = []
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        if batch_id % 2 == 1:
+            return  # left unread: no task of this batch runs
+        seen.extend(
+            (r.v, r.deliveryCount)
+            for r in batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
+        )
+        acknowledge(batch, marks(batch.filter("deliveryCount = 1"), AcknowledgeType.RELEASE))
+
+    def done(metrics: dict[str, str]) -> bool:
+        came_back = {v for v, count in seen if count >= 2}
+        return came_back >= set(expected) and acknowledged(metrics) >= len(expected)
+
+    stream = share_stream(spark, topic, group, **EXPLICIT, maxRecordsPerTrigger="50")
+    run_until(stream, sink, done, 120, "every released record came back and was accepted")
+    assert {v for v, count in seen if count == 1} == set(expected)
+    assert kafka.unfinished(group, topic) == 0
+
+
 @STRATEGIES
 def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
     spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path
@@ -125,17 +156,26 @@ def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
 
     failing = share_stream(spark, topic, group, **options).writeStream.foreachBatch(reject_all_then_fail)
     with pytest.raises(StreamingQueryException, match="failing after marking every record REJECT"):
-        failing.option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination(120)
+        failing.option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination(
+            120
+        )
     assert marked
 
     read: list[str] = []
     rerun = share_stream(spark, topic, group, **options).writeStream.foreachBatch(
         lambda b, _: read.extend(r.v for r in b.selectExpr("cast(value as string) v").collect())
     )
-    assert rerun.option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination(120)
+    assert (
+        rerun.option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination(120)
+    )
 
     lost, duplicated = lost_and_duplicated(expected, read)
-    assert not lost, f"{len(lost)} records lost, {len(lost & set(marked))} of them marked REJECT by the failed batch"
+    assert not lost, (
+        f"{len(lost)} records lost, {len(lost & set(marked))} of them marked REJECT by the failed batch"
+    )
     assert not duplicated
     assert kafka.unfinished(group, topic) == 0
 

@@ -30,7 +30,9 @@ def sasl_stream(spark: SparkSession, topic: str, group: str, password: str) -> D
         .option("kafka.bootstrap.servers", SASL_BOOTSTRAP)
         .option("kafka.security.protocol", "SASL_PLAINTEXT")
         .option("kafka.sasl.mechanism", "PLAIN")
-        .option("kafka.sasl.jaas.config", f'{PLAIN_LOGIN_MODULE} required username="alice" password="{password}";')
+        .option(
+            "kafka.sasl.jaas.config", f'{PLAIN_LOGIN_MODULE} required username="alice" password="{password}";'
+        )
         .option("kafka.share.group.id", group)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
@@ -108,7 +110,9 @@ def test_kafkas_allowed_login_modules_property_reaches_the_shaded_client(
     assert "PlainLoginModule is not allowed" in message, message
     assert isinstance(from_jvm_error(failure), KafkaShareConfigurationError)
     # With PLAIN allowed under its own name, the query reads: the class names in the list are mapped too.
-    set_kafka_system_property(spark, system_properties, ALLOWED_LOGIN_MODULES, f"{scram},{PLAIN_LOGIN_MODULE}")
+    set_kafka_system_property(
+        spark, system_properties, ALLOWED_LOGIN_MODULES, f"{scram},{PLAIN_LOGIN_MODULE}"
+    )
     assert drain_values(spark, sasl_stream(spark, topic, group, "alice-secret")) == values(100)
 
 

@@ -294,9 +294,9 @@ def _validate_connection(options: Mapping[str, str]) -> None:
     if timeout is not None and re.fullmatch(r"[+-]?0+", _java_trim(timeout)):
         raise KafkaShareConfigurationError(
             "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
-            "Kafka setting 'kafka.default.api.timeout.ms' has a value Kafka's consumer or this source does not "
-            "accept: expected a positive number of milliseconds (it bounds every Admin call of the driver). "
-            "Correct or remove it (the value is not shown: Kafka settings can hold credentials).",
+            "Kafka setting 'kafka.default.api.timeout.ms' has a value Kafka's consumer or this source does "
+            "not accept: expected a positive number of milliseconds (it bounds every Admin call of the "
+            "driver). Correct or remove it (the value is not shown: Kafka settings can hold credentials).",
         )
 
 

@@ -48,22 +48,22 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"kafka_options": {"share.record.lock.duration.ms": "60000"}},
-        "[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.share.record.lock.duration.ms' cannot be set on the "
-        "kafka-share source: it is a share group config, not a client setting; use option "
+        "[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.share.record.lock.duration.ms' cannot be set "
+        "on the kafka-share source: it is a share group config, not a client setting; use option "
         "'kafka.share.lock.timeout.ms'. Remove it from the options.",
     ),
     (
         {"kafka_options": {"share.delivery.count.limit": "3"}},
-        "[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.share.delivery.count.limit' cannot be set on the "
-        "kafka-share source: it is a share group config, not a client setting; set it on the group with Kafka's "
-        "kafka-configs tool (--entity-type groups). Remove it from the options.",
+        "[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.share.delivery.count.limit' cannot be set "
+        "on the kafka-share source: it is a share group config, not a client setting; set it on the group "
+        "with Kafka's kafka-configs tool (--entity-type groups). Remove it from the options.",
     ),
     (
         {"kafka_options": {"isolation.level": "read_committed"}},
-        "[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.isolation.level' cannot be set on the kafka-share "
-        "source: Kafka share consumers do not accept it; a share group has config 'share.isolation.level' "
-        "instead: set it on the group with Kafka's kafka-configs tool (--entity-type groups). "
-        "Remove it from the options.",
+        "[KAFKA_SHARE_OWNED_KAFKA_CONFIG] Kafka setting 'kafka.isolation.level' cannot be set on the "
+        "kafka-share source: Kafka share consumers do not accept it; a share group has config "
+        "'share.isolation.level' instead: set it on the group with Kafka's kafka-configs tool "
+        "(--entity-type groups). Remove it from the options.",
     ),
     (
         {"kafka_options": {"enable.auto.commit": "false"}},
@@ -73,9 +73,9 @@ BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
     (
         {"kafka_options": {"default.api.timeout.ms": " 00 "}},
         "[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting 'kafka.default.api.timeout.ms' has a value Kafka's "
-        "consumer or this source does not accept: expected a positive number of milliseconds (it bounds every "
-        "Admin call of the driver). Correct or remove it (the value is not shown: Kafka settings can hold "
-        "credentials).",
+        "consumer or this source does not accept: expected a positive number of milliseconds (it bounds "
+        "every Admin call of the driver). Correct or remove it (the value is not shown: Kafka settings can "
+        "hold credentials).",
     ),
     (
         {"subscribe_pattern": "orders-.*"},

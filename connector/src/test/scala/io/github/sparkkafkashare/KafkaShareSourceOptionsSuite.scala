@@ -204,8 +204,12 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(held.settlement(committedThrough = 7, marks, record) == AcknowledgeType.REJECT)
     assert(held.settlement(committedThrough = 7, marks, other) == AcknowledgeType.ACCEPT) // unmarked
     assert(held.settlement(committedThrough = 6, marks, record) == AcknowledgeType.RELEASE) // not committed
-    val marksOfAnotherRound = AcknowledgementMarks(8, marks.marks)
-    assert(held.settlement(committedThrough = 8, marksOfAnotherRound, record) == AcknowledgeType.ACCEPT)
+    val marksOfALaterRound = AcknowledgementMarks(8, marks.marks)
+    assert(held.settlement(committedThrough = 8, marksOfALaterRound, record) == AcknowledgeType.RELEASE,
+      "this round's marks were missed: release rather than undo a RELEASE")
+    assert(held.settlement(committedThrough = 8, AcknowledgementMarks(8, Map.empty), other) == AcknowledgeType.RELEASE)
+    assert(held.settlement(committedThrough = 8, AcknowledgementMarks(6, marks.marks), record) == AcknowledgeType.ACCEPT,
+      "older marks are not this round's")
   }
 
   test("a round hands out what it holds and what lost its lock, never what another slot logged") {

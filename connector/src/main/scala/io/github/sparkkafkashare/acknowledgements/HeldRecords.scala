@@ -64,10 +64,12 @@ private[sparkkafkashare] final class HeldRecords(
 
   /**
    * Once the batch that read them is committed: ACCEPT, or what user code marked. Otherwise
-   * RELEASE, so the group redelivers them.
+   * RELEASE, so the group redelivers them. Also RELEASE when the marks are of a later round
+   * (explicit mode): no task of this slot ran in the round after this one, which carried this
+   * round's marks, and an ACCEPT could undo a RELEASE user code asked for (a redelivery at worst).
    */
   def settlement(committedThrough: Long, marks: AcknowledgementMarks, r: ConsumerRecord[_, _]): AcknowledgeType =
-    if (round <= committedThrough) marks.forRecord(round, r) else AcknowledgeType.RELEASE
+    if (round <= committedThrough && marks.round <= round) marks.forRecord(round, r) else AcknowledgeType.RELEASE
 
   def size: Int = records.size()
 }

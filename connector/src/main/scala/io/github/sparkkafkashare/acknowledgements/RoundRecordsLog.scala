@@ -27,8 +27,9 @@ private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, FileStatus]
  * The task writes its file after polling and before any row reaches the sink, so the file is
  * durable before the batch can commit: a later run can tell which records a committed (or
  * replayed) batch held, drop their redeliveries, and, for `two-phase-commit`, read a replayed
- * batch's records back by their coordinates. A failed attempt's file is replaced by the next
- * attempt's, so records a failed attempt released are not remembered.
+ * batch's records back by their coordinates. A failed attempt keeps its records (the consumer holds
+ * them), and a retry either finds its file or writes the same records; a retry on another executor
+ * reads the file back.
  *
  * In explicit mode the driver also writes `<round>/released.json`, the records user code RELEASEd
  * from the round's batch, before the batch can commit: they were handed to Spark, but the user asked
@@ -84,7 +85,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   /**
    * Every round's files in the log. Where files appear whole, one recursive listing
    * (on an object store, one request while the log is small). Elsewhere files are renamed into
-   * place and a retried task's file replaced, so a file can vanish while it is listed: there the log
+   * place (a temporary file renamed over the slot's file), so a file can vanish while it is listed: there the log
    * is listed round by round, which skips such files (a recursive listing of the local file system
    * fails on them).
    */

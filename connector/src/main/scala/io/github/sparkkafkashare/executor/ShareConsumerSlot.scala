@@ -218,7 +218,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   /**
    * Releases what the given round acquired: its task failed, so no batch will ever commit it. A task
    * that was interrupted (its query stopping, or its job cancelled) cannot use the consumer, so its
-   * records stay held until the slot's next settlement or its close, which release them.
+   * records stay held until the slot's next settlement or its close, which settle them as any round's:
+   * RELEASEd unless their batch committed after all (another evaluation of it succeeded).
    */
   def releaseRound(round: Long, timeout: Duration): Unit =
     if (Thread.currentThread().isInterrupted) {

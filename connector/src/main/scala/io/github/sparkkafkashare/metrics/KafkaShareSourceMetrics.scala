@@ -7,7 +7,8 @@ import org.apache.spark.util.LongAccumulator
  * Counters that executor tasks add to and the driver reads: which records were acquired, how
  * they were acknowledged, and what happened to their acknowledgements and locks (what happened
  * between tasks is reported by the slot's next task). Accumulators from failed task attempts are
- * dropped by Spark, which is what we want: a failed attempt releases what it acquired.
+ * dropped by Spark: a failed attempt that polled releases what it acquired, or, where the consumer
+ * keeps it for the retry (a records log), the retry counts it.
  */
 private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     acquired: LongAccumulator,

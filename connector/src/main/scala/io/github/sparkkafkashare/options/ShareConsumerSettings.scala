@@ -16,7 +16,7 @@ private[sparkkafkashare] object ShareConsumerSettings {
   val MinPollRecords = 10000
 
   /**
-   * @param partitions              partitions of the subscribed topics when the run starts
+   * @param partitions              partitions of the subscribed topics, as the driver last counted them
    * @param recordLocksPerPartition the group's lock limit per partition
    */
   def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String, partitions: Int,

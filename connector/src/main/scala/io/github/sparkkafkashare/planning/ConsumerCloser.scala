@@ -12,7 +12,7 @@ import org.apache.spark.sql.SparkSession
 
 /**
  * Closes a stopped query run's share consumers wherever they live: in this JVM directly (local
- * mode), and on executors through small jobs with one task pinned to each live executor. The first
+ * mode), and on executors through small jobs with one task preferring each live executor. The first
  * job has every consumer stop fetching ([[ShareConsumerPool.stopFetching]]), so that none acquires
  * what another one releases as it closes; the second closes them. A consumer this misses (its
  * executor was busy or gone) is closed by the pool's janitor.

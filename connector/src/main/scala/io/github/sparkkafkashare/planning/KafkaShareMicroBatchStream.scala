@@ -11,7 +11,7 @@ import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, Deliver
 import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
+import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig}
@@ -93,7 +93,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var dedupState: Option[Long] = None
   private var dedupPruned: Option[Long] = None
 
-  // State below is only touched by the query's stream execution thread.
+  // State below is touched by the query's stream execution thread, and by planInputPartitions when
+  // foreachBatch's thread plans the running batch's DataFrame again (it finds that round planned).
   /** Rounds this run offered in latestOffset, and whether their tasks may poll. */
   private val offeredRounds = scala.collection.mutable.Map.empty[Long, Boolean]
   private var lastPlanned: Option[PlannedRound] = None
@@ -211,11 +212,15 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val pollTimeoutMs = if (recordsFlowing) math.min(options.pollTimeoutMs, FlowingPollTimeoutMs) else options.pollTimeoutMs
     val executors = ExecutorLocality.sortedExecutors()
     val known = slotLocations.homes
+    val lastRead = slotLocations.value
     val partitions = (0 until parallelism).map { slot =>
       // Stay where the slot's consumer is while that executor lives; otherwise spread slots evenly.
       val location = known.get(slot).filter(executors.contains)
         .orElse(if (executors.isEmpty) None else Some(executors(slot % executors.size)))
-      val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(committedThrough),
+      // The marks of the round the slot holds, which is older than the last committed one if the slot's
+      // task did not run since (foreachBatch left part of a batch unread).
+      val heldRound = lastRead.get(slot).map(_.round).filter(_ <= committedThrough).getOrElse(committedThrough)
+      val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(heldRound),
         known, poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, groupLimits, location)
       partition.currentLocation = () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
@@ -246,7 +251,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def commit(end: Offset): Unit = {
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
-    marksByRound.keySet().removeIf(_ < committedRound) // slots have settled older rounds
+    // Slots have settled older rounds, but for a round a slot last read (its records are still held).
+    val heldRounds = slotLocations.value.values.map(_.round).toSet
+    marksByRound.keySet().removeIf(r => r < committedRound && !heldRounds.contains(r))
     QueryRunRegistry.publish(runId, RunState(committedRound, slotLocations.homes))
     pruneRecordsLog()
   }
@@ -274,8 +281,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     recordsLog.foreach(_.writeReleased(round, merged.marks.collect { case (r, AcknowledgeType.RELEASE) => r }.toSeq))
   }
 
-  private def marks(committedThrough: Long): AcknowledgementMarks =
-    Option(marksByRound.get(committedThrough)).getOrElse(AcknowledgementMarks.None)
+  /**
+   * User code's marks of a committed round. In explicit mode a round without any has empty marks of
+   * its own, so that a slot holding an older round can tell it was not sent that round's marks.
+   */
+  private def marks(round: Long): AcknowledgementMarks = Option(marksByRound.get(round)).getOrElse {
+    if (options.acknowledgmentMode == AcknowledgmentMode.Explicit && round >= 0) AcknowledgementMarks(round, Map.empty)
+    else AcknowledgementMarks.None
+  }
 
   /**
    * The query learns, once for each cause, that the group will deliver records of committed batches

@@ -53,7 +53,7 @@ object RunLookUp {
 object QueryRunRegistry extends Logging {
 
   private val EndpointName = "KafkaShareQueryRuns"
-  /** An executor that cannot get an answer in this time decides as if the run were unknown. */
+  /** An executor that cannot get an answer in this time takes the run as unanswered ([[RunLookUp.Unanswered]]). */
   private val AskTimeout = new RpcTimeout(10.seconds, "kafka-share query run lookup")
 
   // Messages and replies are of JDK and Scala types only: the RPC layer deserializes them with Spark's
