@@ -208,11 +208,18 @@ def test_acknowledge_rejects_marks_it_cannot_apply(
         )
         attempt("no-column", lambda: acknowledge(batch, batch.select("topic", "partition", "offset")))
         attempt("not-a-batch", lambda: acknowledge(outside, outside))
+        attempt("no-deliveries", lambda: release_or_dead_letter(batch, batch, max_deliveries=0))
+        attempt(
+            "dead-letter-columns",
+            lambda: release_or_dead_letter(
+                batch, batch.select("topic", "partition", "offset", "deliveryCount"), 3, "dead-letters"
+            ),
+        )
 
     run_until(
         share_stream(spark, topic, group, **EXPLICIT),
         sink,
-        lambda _: len(errors) == 4,
+        lambda _: len(errors) == 6,
         90,
         "every bad call raised",
     )
@@ -225,7 +232,12 @@ def test_acknowledge_rejects_marks_it_cannot_apply(
         "bad-type": "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
         "no-column": "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
         "not-a-batch": "KAFKA_SHARE_ACKNOWLEDGE_NOT_A_SHARE_BATCH",
+        "no-deliveries": "KAFKA_SHARE_DEAD_LETTER_INVALID_INPUT",
+        "dead-letter-columns": "KAFKA_SHARE_DEAD_LETTER_INVALID_INPUT",
     }
+    assert "maxDeliveries must be at least 1, not 0" in str(errors["no-deliveries"])
+    assert "missing column(s) key, value" in str(errors["dead-letter-columns"])
+    assert "a maximum of deliveries of at least 1" in str(errors["dead-letter-columns"])
     assert f"{topic}-0@10000" in str(errors["outside"])
     assert "acknowledgement 'drop'" in str(errors["bad-type"])
     assert "missing column(s) acknowledgement" in str(errors["no-column"])

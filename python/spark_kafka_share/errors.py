@@ -39,7 +39,8 @@ class KafkaShareConnectorNotFoundError(KafkaShareError, RuntimeError):
 
 
 class KafkaShareAcknowledgementError(KafkaShareError, ValueError):
-    """``acknowledge()`` got marks it cannot apply: bad columns, records not in the batch, wrong mode."""
+    """``acknowledge()`` or ``release_or_dead_letter()`` got input it cannot apply: bad columns, records
+    not in the batch, ``max_deliveries`` below 1, wrong mode."""
 
 
 class KafkaShareConnectNotSupportedError(KafkaShareError, NotImplementedError):
@@ -67,6 +68,7 @@ _ACKNOWLEDGEMENT_CONDITIONS = frozenset(
         "KAFKA_SHARE_ACKNOWLEDGE_NOT_A_SHARE_BATCH",
         "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
         "KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH",
+        "KAFKA_SHARE_DEAD_LETTER_INVALID_INPUT",
     }
 )
 

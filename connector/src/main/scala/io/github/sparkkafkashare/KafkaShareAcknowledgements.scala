@@ -40,7 +40,7 @@ object KafkaShareAcknowledgements {
    */
   def acknowledge(batch: DataFrame, marks: DataFrame): Unit = {
     val (stream, round) = explicitBatch(batch)
-    requireColumns(marks, Columns)
+    requireColumns(marks, Columns, KafkaShareErrors.invalidMarks)
 
     val rows = marks.select(coordinates :+ upper(col("acknowledgement")).as("acknowledgement"): _*).collect()
     val parsed = rows.map { row =>
@@ -65,11 +65,11 @@ object KafkaShareAcknowledgements {
    * Returns how many records were sent to the dead-letter topic or rejected.
    */
   def releaseOrDeadLetter(batch: DataFrame, failed: DataFrame, maxDeliveries: Int, deadLetterTopic: String): Long = {
-    if (maxDeliveries < 1) throw KafkaShareErrors.invalidMarks(s"maxDeliveries must be at least 1, not $maxDeliveries")
+    if (maxDeliveries < 1) throw KafkaShareErrors.invalidDeadLetterInput(s"maxDeliveries must be at least 1, not $maxDeliveries")
     val (stream, round) = explicitBatch(batch)
     val deadLetters = Option(deadLetterTopic).filter(_.nonEmpty)
     val needed = Columns.take(3) ++ Seq("deliveryCount") ++ deadLetters.map(_ => Seq("key", "value")).getOrElse(Nil)
-    requireColumns(failed, needed)
+    requireColumns(failed, needed, KafkaShareErrors.invalidDeadLetterInput)
     val exhausted = col("deliveryCount") >= maxDeliveries
     val retried = failed.filter(!exhausted).select(coordinates: _*).collect()
       .map(r => coordinatesOf(r) -> AcknowledgeType.RELEASE)
@@ -92,9 +92,9 @@ object KafkaShareAcknowledgements {
 
   private def describe(row: Row): String = s"${row.getString(0)}-${row.getInt(1)}@${row.getLong(2)}"
 
-  private def requireColumns(df: DataFrame, needed: Seq[String]): Unit = {
+  private def requireColumns(df: DataFrame, needed: Seq[String], error: String => Throwable): Unit = {
     val missing = needed.filterNot(c => df.columns.exists(_.equalsIgnoreCase(c)))
-    if (missing.nonEmpty) throw KafkaShareErrors.invalidMarks(s"missing column(s) ${missing.mkString(", ")}")
+    if (missing.nonEmpty) throw error(s"missing column(s) ${missing.mkString(", ")}")
   }
 
   /** The stream and round of `batch`, which must come from a kafka-share source in explicit mode. */

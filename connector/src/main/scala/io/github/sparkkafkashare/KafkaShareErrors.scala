@@ -56,6 +56,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def invalidMarks(problem: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS", "problem" -> problem)
 
+  def invalidDeadLetterInput(problem: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_DEAD_LETTER_INVALID_INPUT", "problem" -> problem)
+
   def marksOutsideBatch(records: Seq[String]): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH", "records" -> records.mkString(", "))
 

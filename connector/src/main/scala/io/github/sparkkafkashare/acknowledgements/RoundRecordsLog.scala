@@ -85,9 +85,9 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   /**
    * Every round's files in the log. Where files appear whole, one recursive listing
    * (on an object store, one request while the log is small). Elsewhere files are renamed into
-   * place (a temporary file renamed over the slot's file), so a file can vanish while it is listed: there the log
-   * is listed round by round, which skips such files (a recursive listing of the local file system
-   * fails on them).
+   * place (a temporary file renamed over the slot's file), so a file can vanish while it is listed:
+   * there the log is listed round by round, which skips such files (a recursive listing of the local
+   * file system fails on them).
    */
   def rounds(): Map[Long, RoundFiles] =
     try {

@@ -403,7 +403,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     else {
       consumer.unsubscribe()
       subscribed = Set.empty
-      val fetchWaitMs = Option(config.get(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG)).map(_.toString.toLong)
+      val fetchWaitMs = Option(config.get(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG)).map(_.toString.trim.toLong) // Kafka trims it too
         .getOrElse(ConsumerConfig.DEFAULT_FETCH_MAX_WAIT_MS.toLong)
       Duration.ofMillis(fetchWaitMs).plus(FetchResponseMargin)
     }
