@@ -16,9 +16,11 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
-from conftest import JAR, KafkaCluster, values
+from conftest import BOOTSTRAP, JAR, KafkaCluster, values
 
-SASL_BOOTSTRAP = os.environ.get("KAFKA_SASL_BOOTSTRAP_SERVERS", "localhost:9094")
+# dev/kafka-local's SASL listener: KAFKA_SASL_PORT, by default two above the plaintext port.
+_HOST, _PORT = BOOTSTRAP.split(",")[0].rsplit(":", 1)
+SASL_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_SASL_PORT') or int(_PORT) + 2}"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SHADED_PACKAGE = "io.github.sparkkafkashare.shaded.kafka"
 ALLOWED_LOGIN_MODULES = "allowed.login.modules"
