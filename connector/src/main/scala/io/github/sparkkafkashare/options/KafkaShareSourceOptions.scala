@@ -70,7 +70,7 @@ private[sparkkafkashare] final case class KafkaConnection(
    */
   def clientSettings(known: String => Boolean = _ => true): Map[String, String] = {
     ShadedKafkaNames.mirrorSystemProperties()
-    ShadedKafkaNames.clientSettings(kafkaParams.filter { case (key, _) => known(key) })
+    ShadedKafkaNames.withClientClassNames(kafkaParams.filter { case (key, _) => known(key) })
   }
 }
 

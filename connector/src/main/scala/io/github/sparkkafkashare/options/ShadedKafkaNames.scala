@@ -24,7 +24,7 @@ private[sparkkafkashare] object ShadedKafkaNames {
     "sasl.oauthbearer.allowed.urls", "sasl.oauthbearer.allowed.files", "automatic.config.providers")
 
   /** Kafka's class names in pass-through values (login modules, handlers, providers), as this jar has them. */
-  def clientSettings(kafkaParams: Map[String, String]): Map[String, String] =
+  def withClientClassNames(kafkaParams: Map[String, String]): Map[String, String] =
     if (ClientPackage == KafkaPackage) kafkaParams
     else kafkaParams.map { case (key, value) => key -> inClientPackage(value) }
 
