@@ -70,12 +70,6 @@ CASES = [
         id="bad-pattern",
     ),
     pytest.param(
-        {**without("subscribe"), "assign": '{"t":[0]}'},
-        "Option 'assign' is not supported by the kafka-share source: "
-        "share groups assign partitions on the broker",
-        id="assign",
-    ),
-    pytest.param(
         {**VALID, "kafka.share.acknowledgment.mode": "auto"},
         "Invalid value 'auto' for option 'kafka.share.acknowledgment.mode': "
         "expected one of 'implicit', 'explicit'",
@@ -113,6 +107,42 @@ CASES = [
         id="bad-starting-offsets",
     ),
 ]
+
+
+# Options of Spark's kafka source that mean nothing for a share group; Spark would silently ignore them.
+SPARK_KAFKA_SOURCE_OPTIONS = [
+    ("assign", "share groups assign partitions on the broker"),
+    ("maxOffsetsPerTrigger", "use 'maxRecordsPerTrigger'"),
+    ("minOffsetsPerTrigger", "bound it with 'maxRecordsPerTrigger'"),
+    ("maxTriggerDelay", "is not held back for more"),
+    ("minPartitions", "set how many with 'kafka.share.parallelism'"),
+    ("maxRecordsPerPartition", "set how many with 'kafka.share.parallelism'"),
+    ("startingOffsetsByTimestamp", "use 'startingOffsets' with a duration back from now"),
+    ("startingTimestamp", "use 'startingOffsets' with a duration back from now"),
+    ("startingOffsetsByTimestampStrategy", "use 'startingOffsets' with a duration back from now"),
+    ("endingOffsets", "a stream, which has no end"),
+    ("endingOffsetsByTimestamp", "a stream, which has no end"),
+    ("endingTimestamp", "a stream, which has no end"),
+    ("failOnDataLoss", "the broker moves the group past them"),
+    ("kafkaConsumer.pollTimeoutMs", "use 'pollTimeoutMs'"),
+    ("fetchOffset.retryIntervalMs", "'fetchOffset.numRetries' sets how many in a row"),
+    ("groupIdPrefix", "use 'kafka.share.group.id'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("option", "pointer"), SPARK_KAFKA_SOURCE_OPTIONS, ids=[o for o, _ in SPARK_KAFKA_SOURCE_OPTIONS]
+)
+def test_spark_kafka_source_option_without_meaning_here_fails_at_load(
+    spark: SparkSession, option: str, pointer: str
+) -> None:
+    # Lower-cased, as users also write them: Spark's option names are case-insensitive.
+    message = refusal(spark, {**VALID, option.lower(): "false"})
+    assert (
+        f"[KAFKA_SHARE_UNSUPPORTED_OPTION] Option '{option}' is not supported by the kafka-share source"
+        in message
+    )
+    assert pointer in message
 
 
 @pytest.mark.parametrize(("options", "message"), CASES)

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from confluent_kafka import TopicPartition
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, udf
@@ -262,4 +263,29 @@ def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at
     assert not duplicated, f"{len(duplicated)} records read twice"
     counts = Counter(count for _, count in seen)
     assert max(counts) <= 3, f"deliveryCount per record: {dict(counts)}"
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_records_deleted_before_the_group_read_them_are_skipped_and_the_query_goes_on(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """What Spark's `failOnDataLoss` guards against, which a share group does not check: records
+    removed from the log (by retention, here by Admin deleteRecords) before the group read them."""
+    topic = kafka.new_topic(partitions=1)
+    kafka.produce(topic, values(50, "a"))
+    first = parquet_query(share_stream(spark, topic, group, startingOffsets="earliest"), tmp_path)
+    assert first.awaitTermination(120), "the first drain did not end"
+    assert sorted(sink_values(spark, tmp_path)) == sorted(values(50, "a"))
+
+    kafka.produce(topic, values(100, "b"))  # offsets 50 to 149
+    deleted = kafka.admin.delete_records([TopicPartition(topic, 0, 110)])  # b0 to b59
+    for future in deleted.values():
+        future.result(timeout=30)
+
+    second = parquet_query(share_stream(spark, topic, group), tmp_path)
+    assert second.awaitTermination(120), "the second drain did not end"
+    assert second.exception() is None
+    got = [v for v in sink_values(spark, tmp_path) if v.startswith("b")]
+    lost, duplicated = lost_and_duplicated(values(100, "b")[60:], got)
+    assert (lost, duplicated, len(got)) == (set(), {}, 40)
     assert kafka.unfinished(group, topic) == 0

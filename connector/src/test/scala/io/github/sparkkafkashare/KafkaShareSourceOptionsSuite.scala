@@ -82,6 +82,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       (required + ("subscribePattern" -> "x"), "KAFKA_SHARE_CONFLICTING_OPTIONS", "subscribePattern"),
       (required + ("subscribe" -> " , "), "KAFKA_SHARE_INVALID_OPTION_VALUE", "subscribe"),
       (required + ("assign" -> "{}"), "KAFKA_SHARE_UNSUPPORTED_OPTION", "assign"),
+      (required + ("maxoffsetspertrigger" -> "10"), "KAFKA_SHARE_UNSUPPORTED_OPTION", "use 'maxRecordsPerTrigger'"),
       (required + ("kafka.share.parallelism" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
       (required + ("kafka.share.parallelism" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
       (required + ("kafka.share.partition.max.record.locks" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE",

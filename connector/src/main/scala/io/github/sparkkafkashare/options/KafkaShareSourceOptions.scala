@@ -154,6 +154,39 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     sourceOwned ++ groupConfigs ++ rejectedByShareConsumer ++ replacedByGroupConfig
   }
 
+  /**
+   * Options of Spark's `kafka` source that have no meaning for a share group, with what to use
+   * instead. Spark ignores options a source does not read, so a query moved from `kafka` to
+   * `kafka-share` would otherwise run without them, unbounded batches in place of
+   * `maxOffsetsPerTrigger` for one.
+   */
+  private val sparkKafkaSourceOptions: Map[String, String] = {
+    val byTimestamp = s"a share group starts every partition at one place; use '$StartingOffsetsOption' with a " +
+      "duration back from now, such as 'PT1H'."
+    val ending = "a kafka-share query reads a stream, which has no end; Trigger.AvailableNow reads what is there and stops."
+    val partitions = s"each task of a batch is one of the query's share consumers; set how many with '$Parallelism'."
+    val minimum = s"a batch takes what the consumers acquire and is not held back for more; bound it with '$MaxRecordsPerTrigger'."
+    Map(
+      Assign -> s"share groups assign partitions on the broker and cannot read chosen partitions; use '$Subscribe' or '$SubscribePattern'.",
+      "maxOffsetsPerTrigger" -> s"a share group hands out records, not offset ranges; use '$MaxRecordsPerTrigger'.",
+      "minOffsetsPerTrigger" -> minimum,
+      "maxTriggerDelay" -> minimum,
+      "minPartitions" -> partitions,
+      "maxRecordsPerPartition" -> partitions,
+      "startingOffsetsByTimestamp" -> byTimestamp,
+      "startingTimestamp" -> byTimestamp,
+      "startingOffsetsByTimestampStrategy" -> byTimestamp,
+      "endingOffsets" -> ending,
+      "endingOffsetsByTimestamp" -> ending,
+      "endingTimestamp" -> ending,
+      "failOnDataLoss" -> ("a share group has no such check: when retention deletes records the group has not read, " +
+        "the broker moves the group past them. Remove the option."),
+      "kafkaConsumer.pollTimeoutMs" -> s"use '$PollTimeoutMs'.",
+      "fetchOffset.retryIntervalMs" -> (s"a failed lookup of the driver is retried at the next batch; " +
+        s"'$FetchOffsetNumRetries' sets how many in a row a running query waits through."),
+      "groupIdPrefix" -> s"a share group is named, not generated; use '$GroupId'.")
+  }
+
   /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
   def parseConnection(options: CaseInsensitiveStringMap): KafkaConnection = {
     def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
@@ -204,9 +237,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     val connection = parseConnection(options)
     def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
 
-    if (get(Assign).isDefined) {
-      throw KafkaShareErrors.unsupportedOption(Assign,
-        s"share groups assign partitions on the broker and cannot read chosen partitions; use '$Subscribe' or '$SubscribePattern'.")
+    sparkKafkaSourceOptions.find { case (option, _) => options.containsKey(option) }.foreach { case (option, reason) =>
+      throw KafkaShareErrors.unsupportedOption(option, reason)
     }
     val subscription = (get(Subscribe), get(SubscribePattern)) match {
       case (Some(_), Some(_)) => throw KafkaShareErrors.conflictingOptions(Seq(Subscribe, SubscribePattern),
