@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -228,6 +229,46 @@ def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
     finally:
         query.stop()
     assert sorted(got) == expected
+
+
+def test_records_of_a_batch_that_foreach_batch_left_unread_are_read_at_once(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """A batch that foreachBatch plans but does not read (here: it asks for the number of partitions)
+    runs no task, so its consumer does not poll: no sign that the topic is empty. Taken for a round
+    that polled and found nothing (before 2026-11-29), it held the partition's backlog back for a lock
+    duration (60 s here) once the backlog was looked up again, and the records waited that long."""
+    topic = kafka.new_topic()
+    got: list[str] = []
+    skipped: list[int] = []
+    produced = threading.Event()
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        if produced.is_set() and not skipped:
+            skipped.append(batch_id)
+            batch.rdd.getNumPartitions()  # planned, yet no task of this batch runs
+            time.sleep(2)  # other work: the backlog is looked up again before the next batch
+            return
+        got.extend(r.v for r in batch.selectExpr("cast(value as string) v").collect())
+
+    options = {
+        "startingOffsets": "earliest",
+        "kafka.share.parallelism": "1",
+        "kafka.share.lock.timeout.ms": "60000",
+    }
+    query = share_stream(spark, topic, group, **options).writeStream.foreachBatch(sink).start()
+    try:
+        # The consumer has joined and the stream is idle: the next batch is planned for the records.
+        wait_until(lambda: bool(kafka.group_state(group)["members"]), 60, "the consumer joined")
+        wait_until(lambda: kafka.total_lag(group) == 0, 30, "Kafka reports the group's lag")
+        time.sleep(3)
+        produced.set()
+        kafka.produce(topic, values(100))
+        wait_until(lambda: len(got) >= 100, 30, "the records were read", lambda: (skipped, len(got)))
+    finally:
+        query.stop()
+    assert len(skipped) == 1
+    assert sorted(got) == values(100)
 
 
 def test_partitions_added_to_the_topic_are_read_by_the_running_query(

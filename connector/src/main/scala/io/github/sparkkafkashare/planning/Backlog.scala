@@ -13,9 +13,9 @@ import org.apache.kafka.common.TopicPartition
  * written at once can leave the smaller count last until the partition's next write.
  *
  * So a partition with records left by Kafka's count is taken as empty ("quiet") once a round that
- * had it assigned to this query's consumers, and waited the full poll timeout (no consumer joined the
- * group in it: a first poll is shorter), acquired nothing, for as long as its log end offset and its
- * reported lag stay what they were when that round began.
+ * had it assigned to this query's consumers, and waited the full poll timeout (each of its tasks ran,
+ * and no consumer joined the group in it: a first poll is shorter), acquired nothing, for as long as
+ * its log end offset and its reported lag stay what they were when that round began.
  * Records another member held come back when their lock expires, without Kafka's count changing, so
  * a reported lag counts again a lock duration after the end of the last round that found nothing,
  * until a round finds nothing again; and a drain (Trigger.AvailableNow) ends on quiet partitions

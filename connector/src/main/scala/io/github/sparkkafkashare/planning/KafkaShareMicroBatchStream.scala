@@ -440,12 +440,19 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * report's lookup, and a lag Kafka left stale, counted there again, would plan another round.
    * Not a round a consumer joined the group in (the run's first, or one replacing another): its
    * first poll is shorter than the round's timeout, and what the group assigns it may arrive after.
+   * Nor one with a slot whose task did not run (foreachBatch need not read its batch): that slot's
+   * consumer did not poll, and the records of its partitions wait.
    */
   private def markLastRoundQuiet(): Unit =
-    lastPlanned.filter(p => p.round != quietRound && acquiredBy(p) == 0 && joinedIn(p) == 0).foreach { p =>
+    lastPlanned.filter(p => p.round != quietRound && acquiredBy(p) == 0 && joinedIn(p) == 0 && everySlotRead(p)).foreach { p =>
       backlog.roundFoundNothing(p.roundStart)
       quietRound = p.round
     }
+
+  private def everySlotRead(round: PlannedRound): Boolean = {
+    val reads = slotLocations.value
+    round.partitions.indices.forall(slot => reads.get(slot).exists(_.round >= round.round))
+  }
 
   /** The records a planned round's tasks have acquired so far. */
   private def acquiredBy(round: PlannedRound): Long = counters.acquired.value - round.acquiredBefore
