@@ -11,6 +11,7 @@ from pathlib import Path
 
 from confluent_kafka import TopicPartition
 from pyspark import TaskContext
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import col, udf
 from pyspark.sql.streaming import StreamingQuery
@@ -289,3 +290,64 @@ def test_records_deleted_before_the_group_read_them_are_skipped_and_the_query_go
     lost, duplicated = lost_and_duplicated(values(100, "b")[60:], got)
     assert (lost, duplicated, len(got)) == (set(), {}, 40)
     assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_batch_joined_with_itself_completes_or_fails_clearly_and_loses_nothing(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    """In a cartesian product of a batch with itself, a task reads two slots, holding the first until
+    it completes, so two tasks could each wait for the other's slot: 2 of 3 runs hung before
+    2026-11-29. Such a wait now ends after a few seconds with an error that says to persist the batch.
+    Whichever way a run goes, what its failed batch held comes again, and nothing is lost."""
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a cartesian product, not a broadcast
+    try:
+        for attempt in range(3):
+            topic = kafka.new_topic(partitions=4)
+            run_group = f"{group}-{attempt}"
+            kafka.produce(topic, values(400), key=str)
+            committed, error = join_each_batch_with_itself(spark, topic, run_group)
+            if error is not None:
+                assert "[KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF]" in error, error[:2000]
+                assert "Persist the batch DataFrame" in error
+            rest = drain_values(spark, topic, run_group)
+            lost, duplicated = lost_and_duplicated(values(400), committed + rest)
+            assert (lost, duplicated) == (set(), {}), f"run {attempt}"
+            assert kafka.unfinished(run_group, topic) == 0
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+def join_each_batch_with_itself(spark: SparkSession, topic: str, group: str) -> tuple[list[str], str | None]:
+    """Drains `topic` with a foreachBatch that counts each batch's cartesian product with itself.
+    Returns the values of the batches that completed, and the error the query failed with, if any."""
+    committed: list[str] = []
+
+    def pairs(batch: DataFrame, _batch_id: int) -> None:
+        rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
+        assert batch.crossJoin(batch).count() == len(rows) ** 2
+        committed.extend(rows)
+
+    options = {"startingOffsets": "earliest", "kafka.share.parallelism": "4"}
+    query = (
+        share_stream(spark, topic, group, **options)
+        .writeStream.foreachBatch(pairs)
+        .trigger(availableNow=True)
+    )
+    started = query.start()
+    try:
+        assert started.awaitTermination(90), "the query hung"
+        return committed, None
+    except StreamingQueryException as failure:
+        return committed, str(failure)
+    finally:
+        started.stop()
+
+
+def drain_values(spark: SparkSession, topic: str, group: str) -> list[str]:
+    """The values a Trigger.AvailableNow drain of the group reads."""
+    read: list[str] = []
+    drain = share_stream(spark, topic, group).writeStream.foreachBatch(
+        lambda b, _: read.extend(r.v for r in b.selectExpr("cast(value as string) v").collect())
+    )
+    assert drain.trigger(availableNow=True).start().awaitTermination(120)
+    return read

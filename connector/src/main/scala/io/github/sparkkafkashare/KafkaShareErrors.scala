@@ -86,6 +86,10 @@ private[sparkkafkashare] object KafkaShareErrors {
   def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 
+  def batchJoinedWithItself(heldSlots: Seq[Int], wantedSlot: Int, waitedMs: Long): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF", null, "heldSlots" -> heldSlots.sorted.mkString(", "),
+      "wantedSlot" -> wantedSlot.toString, "waitedMs" -> waitedMs.toString)
+
   def shareGroupsDisabled(bootstrapServers: String, level: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUPS_DISABLED", null, "bootstrapServers" -> bootstrapServers, "level" -> level)
 

@@ -8,6 +8,7 @@ import java.util.concurrent.locks.ReentrantLock
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
@@ -94,13 +95,28 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   /**
+   * How long a task that holds one slot waits for another before it fails (see [[borrow]]); longer
+   * than the janitor and the renewals hold a slot.
+   */
+  val OtherSlotWait: Duration = Duration.ofSeconds(5)
+
+  /**
    * The slot's consumer, created on first use, locked for the caller until [[giveBack]]; it takes
-   * the group's configs as the caller's round has them.
+   * the group's configs as the caller's round has them. A task holds its slot until it completes,
+   * and reads one slot, except in a cartesian product of a batch with itself: there a task holding
+   * slot a waits for b while another holding b may wait for a, forever. So a task that holds another
+   * slot waits at most [[OtherSlotWait]], then fails with what to do instead.
    */
   def borrow(key: SlotKey, config: => java.util.Map[String, Object], limits: GroupLimits): ShareConsumerSlot = {
     background // started with the first consumer
     val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, limits))
-    slot.lock.lockInterruptibly()
+    if (!slot.lock.tryLock()) {
+      val held = slots.values().asScala.filter(s => (s ne slot) && s.lock.isHeldByCurrentThread).map(_.key.slot).toSeq
+      if (held.isEmpty) slot.lock.lockInterruptibly()
+      else if (!slot.lock.tryLock(OtherSlotWait.toMillis, TimeUnit.MILLISECONDS)) {
+        throw KafkaShareErrors.batchJoinedWithItself(held, key.slot, OtherSlotWait.toMillis)
+      }
+    }
     if (slots.get(key) ne slot) { // closed while we waited
       slot.lock.unlock()
       borrow(key, config, limits)
