@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition
 from pyspark import TaskContext
 from pyspark.errors import StreamingQueryException
@@ -207,6 +208,62 @@ def test_failed_task_releases_its_records_and_they_come_back(
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     # The failed attempt released what it had acquired: those records were delivered a second time.
     assert max(r.deliveryCount for r in rows) >= 2
+    assert kafka.unfinished(group, topic) == 0
+
+
+@pytest.mark.parametrize("strategy", ["none", "checkpoint-dedup", "two-phase-commit"])
+def test_what_a_task_that_fails_after_reading_counted_is_reported_once(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+) -> None:
+    """A task fails once, after its records were polled (and logged). Spark drops a failed task's
+    counts, but what it counted happened: the source reports it with the slot's next task. Before
+    2026-11-29 `recordsAcquired` fell short of the records the sink got under the strategies that keep
+    the records for the retry, and `consumersJoined` missed the failed attempt's consumer."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(1_000)
+    kafka.produce(topic, expected, key=str)
+    marker = tmp_path / "failed-once"
+
+    @udf("string")
+    def fail_once(value):  # no type hints: PySpark would read them as a pandas UDF's
+        ctx = TaskContext.get()
+        if ctx is not None and ctx.attemptNumber() == 0:
+            try:
+                marker.open("x").close()
+            except FileExistsError:
+                pass
+            else:
+                raise RuntimeError("injected failure after the task's records were read")
+        return value.decode()
+
+    options = {
+        "kafka.share.parallelism": "2",
+        "startingOffsets": "earliest",
+        "kafka.share.exactly.once.strategy": strategy,
+    }
+    df = share_stream(spark, topic, group, **options)
+    query = (
+        df.select(fail_once(col("value")).alias("value"), "partition", "offset", "deliveryCount")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "data"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240)
+    assert query.exception() is None
+    assert marker.exists(), "the failure was never injected"
+    got = sink_values(spark, tmp_path)
+    lost, duplicated = lost_and_duplicated(expected, got)
+    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    metrics = source_metrics(query)
+    counts = {name: int(metrics[name]) for name in ("recordsAcquired", "recordsAccepted", "recordsReleased")}
+    # Every acquisition was settled once: accepted with its batch, or released by the failed attempt
+    # (under `none`; the others keep the records for the retry).
+    assert counts["recordsAccepted"] == 1000, metrics
+    assert counts["recordsAcquired"] == counts["recordsAccepted"] + counts["recordsReleased"], metrics
+    assert (counts["recordsReleased"] > 0) == (strategy == "none"), metrics
+    assert metrics["consumersJoined"] == "2", metrics
     assert kafka.unfinished(group, topic) == 0
 
 

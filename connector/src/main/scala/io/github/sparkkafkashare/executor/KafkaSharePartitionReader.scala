@@ -86,6 +86,14 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val context = TaskContext.get()
     // Not held if replacing the slot failed after giving the old one up.
     context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
+    // Without a log a retry polls anew, so a failed attempt's records go back to the group. With one,
+    // a retry must return the same records (from this consumer, or read back from the log elsewhere).
+    var releaseOnFailure = false
+    context.addTaskFailureListener { (_, _) =>
+      if (releaseOnFailure) counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
+      ShareConsumerPool.keepUnreported(slot.key, counts.byMetric)
+    }
+    counts.addAll(ShareConsumerPool.takeUnreported(slot.key))
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(SlotRead(partition.slot, partition.round, here))
     slot.heldFor(partition.round) match {
@@ -94,18 +102,12 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
       // have them, and releasing them would let the retry poll records that sink never sees.
       case Some(held) =>
         recordsLog.filterNot(_.contains(partition.round, partition.slot)) match {
-          // The attempt that polled failed before checking and logging them, and Spark dropped its counts.
-          case Some(log) =>
-            countAcquired(held)
-            dropDuplicatesAndLog(log, held).iterator().asScala
+          // The attempt that polled failed before checking and logging them (it counted them).
+          case Some(log) => dropDuplicatesAndLog(log, held).iterator().asScala
           case None => held.iterator().asScala
         }
       case None =>
-        // Without a log a retry polls anew, so a failed attempt's records go back to the group. With one,
-        // a retry must return the same records (from this consumer, or read back from the log elsewhere).
-        if (recordsLog.isEmpty) {
-          context.addTaskFailureListener((_, _) => slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
-        }
+        releaseOnFailure = recordsLog.isEmpty
         val settled = slot.settle(partition.committedThrough, partition.marks, atHome = partition.home.forall(_ == here))
         counts.add(_.accepted, settled.accepted)
         counts.add(_.released, settled.released)

@@ -42,6 +42,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   val RenewCheckInterval: Duration = Duration.ofMillis(200)
 
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
+  /** Counts of failed tasks, which Spark drops, for the slot's next task here to report (see [[keepUnreported]]). */
+  private val unreported = new ConcurrentHashMap[SlotKey, Map[KafkaShareCountMetric, Long]]()
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
   /** Held by the janitor through each look, so that the JVM's exit waits for the closes it has begun. */
@@ -142,6 +144,17 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     borrow(slot.key, config, limits)
   }
 
+  /**
+   * Keeps what a failed task counted: the acquisitions, acknowledgements and joins happened, but Spark
+   * drops a failed task's metrics and accumulator updates. A retry that returns the records the failed
+   * attempt kept does not count them again, so without this `recordsAcquired` fell short.
+   */
+  def keepUnreported(key: SlotKey, counts: Map[KafkaShareCountMetric, Long]): Unit =
+    unreported.merge(key, counts, (a, b) => (a.keySet ++ b.keySet).map(m => m -> (a.getOrElse(m, 0L) + b.getOrElse(m, 0L))).toMap)
+
+  /** What failed tasks of the slot counted here since its last task, for this task to report. */
+  def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] = Option(unreported.remove(key)).getOrElse(Map.empty)
+
   def giveBack(slot: ShareConsumerSlot): Unit = {
     slot.lastUsedNanos = System.nanoTime()
     slot.lock.unlock()
@@ -184,7 +197,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    */
   def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
       here: String): Int = {
-    DeliveredRecordsIndex.forget(runId)
+    forgetRun(runId)
     stopFetching(runId)
     slotsOf(runId).map(_._1).count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
   }
@@ -229,6 +242,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
         true
       } else false
     } finally slot.lock.unlock()
+  }
+
+  /** Drops what this JVM keeps of an ended run besides its consumers. */
+  private def forgetRun(runId: String): Unit = {
+    DeliveredRecordsIndex.forget(runId)
+    unreported.keySet().removeIf(_.runId == runId)
   }
 
   /** Read at each look, as a JVM may run several SparkContexts one after another (tests do). */
@@ -313,7 +332,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
         }
         // As closeRun does, once the janitor has closed an ended run's last consumer here.
         val ended = run match { case RunLookUp.Stopped(_, _) | RunLookUp.Unknown => true; case _ => false }
-        if (ended && slotsOf(runId).isEmpty) DeliveredRecordsIndex.forget(runId)
+        if (ended && slotsOf(runId).isEmpty) forgetRun(runId)
     }
   }
 }

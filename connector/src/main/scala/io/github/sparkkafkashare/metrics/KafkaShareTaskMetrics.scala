@@ -60,6 +60,11 @@ private[sparkkafkashare] final class TaskCounts(metrics: KafkaShareSourceMetrics
     byMetric.get(metric).foreach(n => add(_ => accumulator, n))
   }
 
+  /** The task's counts so far, by metric. */
+  def byMetric: Map[KafkaShareCountMetric, Long] = metrics.counters.map { case (metric, accumulator) =>
+    metric -> counted.getOrElse(accumulator.id, 0L)
+  }.toMap
+
   /** The task's values so far, as PartitionReader.currentMetricsValues reports them. */
   def values: Array[CustomTaskMetric] = metrics.counters.map { case (metric, accumulator) =>
     val sum = counted.getOrElse(accumulator.id, 0L)
