@@ -5,7 +5,7 @@ import java.time.Duration
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
+import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics, TaskCounts}
 import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations, SlotRead}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
@@ -90,8 +90,12 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     // a retry must return the same records (from this consumer, or read back from the log elsewhere).
     var releaseOnFailure = false
     context.addTaskFailureListener { (_, _) =>
-      if (releaseOnFailure) counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
-      ShareConsumerPool.keepUnreported(slot.key, counts.byMetric)
+      var unreported = counts.byMetric
+      try if (releaseOnFailure) {
+        // Acquired again and counted then, like records never acquired (a drain's target counts acquisitions).
+        val released = acquisitions(slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
+        unreported = unreported.map { case (metric, n) => metric -> (n - released.getOrElse(metric, 0L)) }
+      } finally ShareConsumerPool.keepUnreported(slot.key, unreported)
     }
     counts.addAll(ShareConsumerPool.takeUnreported(slot.key))
     val here = ExecutorLocality.currentExecutor()
@@ -139,10 +143,12 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   // count in this task; what happened between tasks (the lock renewer's work) counts here too.
   counts.addAll(slot.drainAcknowledgementEvents().byMetric)
 
-  private def countAcquired(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit = {
-    counts.add(_.acquired, records.size)
-    counts.add(_.redelivered, records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
-  }
+  private def countAcquired(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit =
+    counts.addAll(acquisitions(records))
+
+  private def acquisitions(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Map[KafkaShareCountMetric, Long] =
+    Map(KafkaShareCountMetric.Acquired -> records.size.toLong,
+      KafkaShareCountMetric.Redelivered -> records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1).toLong)
 
   private def dropDuplicatesAndLog(
       log: RoundRecordsLog,

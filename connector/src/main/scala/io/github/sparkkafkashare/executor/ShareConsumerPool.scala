@@ -150,7 +150,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * attempt kept does not count them again, so without this `recordsAcquired` fell short.
    */
   def keepUnreported(key: SlotKey, counts: Map[KafkaShareCountMetric, Long]): Unit =
-    unreported.merge(key, counts, (a, b) => (a.keySet ++ b.keySet).map(m => m -> (a.getOrElse(m, 0L) + b.getOrElse(m, 0L))).toMap)
+    unreported.merge(key, counts, (kept, more) =>
+      (kept.keySet ++ more.keySet).map(m => m -> (kept.getOrElse(m, 0L) + more.getOrElse(m, 0L))).toMap)
 
   /** What failed tasks of the slot counted here since its last task, for this task to report. */
   def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] = Option(unreported.remove(key)).getOrElse(Map.empty)

@@ -216,22 +216,23 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   }
 
   /**
-   * Releases what the given round acquired, and says how many: its task failed, so no batch will ever commit it. A task
-   * that was interrupted (its query stopping, or its job cancelled) cannot use the consumer, so its
-   * records stay held until the slot's next settlement or its close, which settle them as any round's:
-   * RELEASEd unless their batch committed after all (another evaluation of it succeeded).
+   * Releases what the given round acquired, and returns it: its task failed, so no batch will
+   * ever commit it. A task that was interrupted (its query stopping, or its job cancelled) cannot use
+   * the consumer, so its records stay held until the slot's next settlement or its close, which settle
+   * them as any round's: RELEASEd unless their batch committed after all (another evaluation of it
+   * succeeded).
    */
-  def releaseRound(round: Long, timeout: Duration): Int =
+  def releaseRound(round: Long, timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
     if (Thread.currentThread().isInterrupted) {
       logInfo(s"Slot ${key.slot}: the task of round $round was interrupted; its records are released when the " +
         "slot settles next or closes.")
-      0
+      java.util.List.of()
     } else withConsumer {
-      held.filter(_.round == round).fold(0) { records =>
+      held.filter(_.round == round).fold(java.util.List.of[ConsumerRecord[Array[Byte], Array[Byte]]]()) { records =>
         records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE))
         held = None
         flush(timeout)
-        records.records.size
+        records.records
       }
     }
 
