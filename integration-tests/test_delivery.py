@@ -196,14 +196,7 @@ def test_failed_task_releases_its_records_and_they_come_back(
     marker = tmp_path / "failed-once"
 
     df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "2", "startingOffsets": "earliest"})
-    query = (
-        df.select(decode_failing_once(marker)(col("value")).alias("value"), "deliveryCount")
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "data"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = parquet_query(df.withColumn("value", decode_failing_once(marker)(col("value"))), tmp_path)
     assert query.awaitTermination(240)
     assert query.exception() is None
     assert marker.exists(), "the failure was never injected"
@@ -236,16 +229,7 @@ def test_what_a_task_that_fails_after_reading_counted_is_reported_once(
         "kafka.share.exactly.once.strategy": strategy,
     }
     df = share_stream(spark, topic, group, **options)
-    query = (
-        df.select(
-            decode_failing_once(marker)(col("value")).alias("value"), "partition", "offset", "deliveryCount"
-        )
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "data"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = parquet_query(df.withColumn("value", decode_failing_once(marker)(col("value"))), tmp_path)
     assert query.awaitTermination(240)
     assert query.exception() is None
     assert marker.exists(), "the failure was never injected"
