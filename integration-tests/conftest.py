@@ -290,6 +290,18 @@ def share_stream(spark: SparkSession, topic: str, group: str, **options: str) ->
     return reader.load()
 
 
+def drain_values(spark: SparkSession, df: DataFrame) -> list[str]:
+    """The values, sorted, that a Trigger.AvailableNow drain of `df` reads; the drain must not fail."""
+    name = f"drain_{uuid.uuid4().hex[:10]}"
+    query = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(120)
+        assert query.exception() is None
+        return sorted(r.v for r in spark.sql(f"select cast(value as string) v from {name}").collect())
+    finally:
+        spark.catalog.dropTempView(name)
+
+
 def batch_committed(query: StreamingQuery, batch_id: int) -> bool:
     """Whether Spark has committed batch `batch_id`: it reports a batch's progress only after writing
     the batch to its commit log."""

@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 from conftest import (
     KafkaCluster,
     acknowledged,
+    drain_values,
     lost_and_duplicated,
     share_stream,
     source_metrics,
@@ -343,7 +344,7 @@ def test_a_batch_joined_with_itself_completes_or_fails_clearly_and_loses_nothing
             if error is not None:
                 assert "[KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF]" in error, error[:2000]
                 assert "Persist the batch DataFrame" in error
-            rest = drain_values(spark, topic, run_group)
+            rest = drain_values(spark, share_stream(spark, topic, run_group))
             lost, duplicated = lost_and_duplicated(values(400), committed + rest)
             assert (lost, duplicated) == (set(), {}), f"run {attempt}"
             assert kafka.unfinished(run_group, topic) == 0
@@ -375,13 +376,3 @@ def join_each_batch_with_itself(spark: SparkSession, topic: str, group: str) -> 
         return committed, str(failure)
     finally:
         started.stop()
-
-
-def drain_values(spark: SparkSession, topic: str, group: str) -> list[str]:
-    """The values a Trigger.AvailableNow drain of the group reads."""
-    read: list[str] = []
-    drain = share_stream(spark, topic, group).writeStream.foreachBatch(
-        lambda b, _: read.extend(r.v for r in b.selectExpr("cast(value as string) v").collect())
-    )
-    assert drain.trigger(availableNow=True).start().awaitTermination(120)
-    return read

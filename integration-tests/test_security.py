@@ -16,7 +16,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
-from conftest import BOOTSTRAP, JAR, KafkaCluster, values
+from conftest import BOOTSTRAP, JAR, KafkaCluster, drain_values, values
 
 # dev/kafka-local's SASL listener: KAFKA_SASL_PORT, by default two above the plaintext port.
 _HOST, _PORT = BOOTSTRAP.split(",")[0].rsplit(":", 1)
@@ -40,17 +40,6 @@ def sasl_stream(spark: SparkSession, topic: str, group: str, password: str) -> D
         .option("startingOffsets", "earliest")
         .load()
     )
-
-
-def drain_values(spark: SparkSession, df: DataFrame) -> list[str]:
-    name = f"sasl_{uuid.uuid4().hex[:10]}"
-    query = df.writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
-    try:
-        assert query.awaitTermination(120)
-        assert query.exception() is None
-        return sorted(r.v for r in spark.sql(f"select cast(value as string) v from {name}").collect())
-    finally:
-        spark.catalog.dropTempView(name)
 
 
 def failure_of(df: DataFrame) -> StreamingQueryException:

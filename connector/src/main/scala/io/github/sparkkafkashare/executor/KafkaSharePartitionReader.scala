@@ -130,7 +130,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           // so the driver takes no round a consumer joined in as showing partitions empty.
           if (slot.joinsWithNextPoll(partition.topics)) counts.add(_.joined, 1)
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
-          countAcquired(polled)
+          counts.addAll(acquisitions(polled))
           recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala
         } else {
           slot.flush(ShareConsumerPool.CloseTimeout)
@@ -142,9 +142,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   // After the settlement and the poll above, so that the results of the acknowledgements they sent
   // count in this task; what happened between tasks (the lock renewer's work) counts here too.
   counts.addAll(slot.drainAcknowledgementEvents().byMetric)
-
-  private def countAcquired(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit =
-    counts.addAll(acquisitions(records))
 
   private def acquisitions(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Map[KafkaShareCountMetric, Long] =
     Map(KafkaShareCountMetric.Acquired -> records.size.toLong,

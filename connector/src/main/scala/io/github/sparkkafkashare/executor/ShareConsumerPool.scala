@@ -150,8 +150,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * attempt kept does not count them again, so without this `recordsAcquired` fell short.
    */
   def keepUnreported(key: SlotKey, counts: Map[KafkaShareCountMetric, Long]): Unit =
-    unreported.merge(key, counts, (kept, more) =>
-      (kept.keySet ++ more.keySet).map(m => m -> (kept.getOrElse(m, 0L) + more.getOrElse(m, 0L))).toMap)
+    unreported.merge(key, counts, (kept, more) => (kept.toSeq ++ more).groupMapReduce(_._1)(_._2)(_ + _))
 
   /** What failed tasks of the slot counted here since its last task, for this task to report. */
   def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] = Option(unreported.remove(key)).getOrElse(Map.empty)
