@@ -17,6 +17,9 @@ val kafkaVersion = "4.3.1"
 // builds with kafka-clients `kafkaVersion`; KAFKA_BROKER_VERSION runs its tests against another broker.
 val brokerVersion = sys.env.getOrElse("KAFKA_BROKER_VERSION", kafkaVersion)
 val sparkVersion = "4.3.0"
+// kafka-clients' OAuth login handler (OAUTHBEARER with a token endpoint) needs jose4j, and leaves it to
+// the application; the version Kafka's own broker uses. (Its other need, Jackson, comes with Spark.)
+val jose4jVersion = "0.9.6"
 
 /** The jars directory of pyspark in the virtualenv (or of SPARK_HOME when set). */
 lazy val sparkJarsDir = taskKey[File]("Spark jars the connector compiles and tests against")
@@ -44,6 +47,7 @@ lazy val connector = project
         ExclusionRule("at.yawk.lz4"),
         ExclusionRule("com.github.luben")
       ),
+      "org.bitbucket.b_c" % "jose4j" % jose4jVersion exclude ("org.slf4j", "slf4j-api"),
       "org.scalatest" %% "scalatest" % "3.2.19" % Test
     ),
     Test / fork := true,
@@ -61,7 +65,9 @@ lazy val connector = project
     },
     assembly / assemblyShadeRules := Seq(
       // Spark's own Kafka connector brings kafka-clients 3.x; ours must not meet it on the classpath.
-      ShadeRule.rename("org.apache.kafka.**" -> "io.github.sparkkafkashare.shaded.kafka.@1").inAll
+      ShadeRule.rename("org.apache.kafka.**" -> "io.github.sparkkafkashare.shaded.kafka.@1").inAll,
+      // Private to the shaded client, so it cannot meet another jose4j of the application.
+      ShadeRule.rename("org.jose4j.**" -> "io.github.sparkkafkashare.shaded.jose4j.@1").inAll
     ),
     assembly / assemblyMergeStrategy := {
       case PathList("META-INF", "services", _*) => MergeStrategy.filterDistinctLines

@@ -40,6 +40,12 @@ from jobs.share_metrics import source_metrics as source_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 KAFKA_LOCAL = REPO / "dev" / "kafka-local" / "kafka-local"
+# Where dev/kafka-local keeps what it makes next to the broker's data (server.properties, tls/).
+KAFKA_LOCAL_STATE = (
+    Path(os.environ["KAFKA_DATA_DIR"]).resolve().parent
+    if os.environ.get("KAFKA_DATA_DIR")
+    else REPO / "target" / "kafka-local"
+)
 BOOTSTRAP = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
 JAR = os.environ.get(
     "SPARK_KAFKA_SHARE_JAR",

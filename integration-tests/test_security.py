@@ -1,45 +1,202 @@
-"""Security settings as a user writes them, against the local broker's SASL_PLAINTEXT listener
-(dev/kafka-local: mechanism PLAIN, user alice). The assembly shades kafka-clients, which renames
-Kafka's classes and the system properties its client reads; the source maps Kafka's own names to
-the shaded ones (ShadedKafkaNames), and these tests fail if it does not."""
+"""Security settings as a user writes them, against the local broker's SASL listeners
+(dev/kafka-local: SASL_PLAINTEXT with mechanism PLAIN; SASL_SSL with SCRAM-SHA-512 and a self-signed
+certificate; user alice on both). The assembly shades kafka-clients, which renames Kafka's classes and
+the system properties its client reads; the source maps Kafka's own names to the shaded ones
+(ShadedKafkaNames), and these tests fail if it does not."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import os
 import re
+import threading
+import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
+from pyspark.sql import functions as F
+from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error, release_or_dead_letter
 
-from conftest import BOOTSTRAP, JAR, KafkaCluster, drain_values, values
+from conftest import (
+    BOOTSTRAP,
+    JAR,
+    KAFKA_LOCAL_STATE,
+    KafkaCluster,
+    acknowledged,
+    drain_values,
+    share_stream,
+    source_metrics,
+    values,
+    wait_until,
+)
 
 # dev/kafka-local's SASL listener: KAFKA_SASL_PORT, by default two above the plaintext port.
 _HOST, _PORT = BOOTSTRAP.split(",")[0].rsplit(":", 1)
 SASL_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_SASL_PORT') or int(_PORT) + 2}"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+# dev/kafka-local's SASL_SSL listener: KAFKA_SSL_PORT, by default three above the plaintext port.
+SSL_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_SSL_PORT') or int(_PORT) + 3}"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+OAUTH_ALLOWED_URLS = "sasl.oauthbearer.allowed.urls"
+# What trusts that listener's self-signed certificate, and the password of the stores.
+TLS_DIR = KAFKA_LOCAL_STATE / "tls"
+TLS_PASSWORD = "kafka-local-tls"
 SHADED_PACKAGE = "io.github.sparkkafkashare.shaded.kafka"
 ALLOWED_LOGIN_MODULES = "allowed.login.modules"
 
 
+def alice_login(login_module: str, password: str) -> str:
+    """A `kafka.sasl.jaas.config` value that logs in as alice with `password`."""
+    return f'{login_module} required username="alice" password="{password}";'
+
+
 def sasl_stream(spark: SparkSession, topic: str, group: str, password: str) -> DataFrame:
-    return (
-        spark.readStream.format("kafka-share")
-        .option("kafka.bootstrap.servers", SASL_BOOTSTRAP)
-        .option("kafka.security.protocol", "SASL_PLAINTEXT")
-        .option("kafka.sasl.mechanism", "PLAIN")
-        .option(
-            "kafka.sasl.jaas.config", f'{PLAIN_LOGIN_MODULE} required username="alice" password="{password}";'
-        )
-        .option("kafka.share.group.id", group)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
+    """A stream of `topic` through the SASL_PLAINTEXT listener, as alice with mechanism PLAIN."""
+    return share_stream(
+        spark,
+        topic,
+        group,
+        **{
+            "kafka.bootstrap.servers": SASL_BOOTSTRAP,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.jaas.config": alice_login(PLAIN_LOGIN_MODULE, password),
+            "startingOffsets": "earliest",
+        },
     )
+
+
+def truststore(form: str, password: str = TLS_PASSWORD) -> dict[str, str]:
+    """Settings that make a client trust the SASL_SSL listener's certificate: a PKCS12 truststore file
+    (`pkcs12-file`), or the PEM certificate as the value itself (`pem-value`), as with a managed
+    Kafka whose CA is handed out as text."""
+    if form == "pkcs12-file":
+        return {
+            "kafka.ssl.truststore.type": "PKCS12",
+            "kafka.ssl.truststore.location": str(TLS_DIR / "truststore.p12"),
+            "kafka.ssl.truststore.password": password,
+        }
+    assert form == "pem-value", form
+    return {
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.certificates": (TLS_DIR / "ca.pem").read_text(),
+    }
+
+
+def scram_ssl_stream(
+    spark: SparkSession, topic: str, group: str, password: str, trust: dict[str, str], **options: str
+) -> DataFrame:
+    """A stream of `topic` through the SASL_SSL listener, as alice with SCRAM-SHA-512, trusting the
+    broker's certificate with the `trust` settings (none: the JVM's default CAs)."""
+    return share_stream(
+        spark,
+        topic,
+        group,
+        **{
+            "kafka.bootstrap.servers": SSL_BOOTSTRAP,
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": alice_login(SCRAM_LOGIN_MODULE, password),
+            "startingOffsets": "earliest",
+            **trust,
+            **options,
+        },
+    )
+
+
+def oauth_ssl_stream(
+    spark: SparkSession, topic: str, group: str, token_endpoint_url: str, secret: str
+) -> DataFrame:
+    """A stream of `topic` through the SASL_SSL listener with OAUTHBEARER, as with an identity
+    provider: Kafka's login handler gets a token for client alice (client secret `secret`) from
+    `token_endpoint_url`."""
+    login = f'{OAUTH_LOGIN_MODULE} required clientId="alice" clientSecret="{secret}";'
+    return share_stream(
+        spark,
+        topic,
+        group,
+        **{
+            "kafka.bootstrap.servers": SSL_BOOTSTRAP,
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "OAUTHBEARER",
+            "kafka.sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
+            "kafka.sasl.oauthbearer.token.endpoint.url": token_endpoint_url,
+            "kafka.sasl.jaas.config": login,
+            "startingOffsets": "earliest",
+            **truststore("pem-value"),
+        },
+    )
+
+
+class TokenEndpoint:
+    """An OAuth 2 token endpoint (client_credentials grant) on loopback, as an identity provider runs
+    one: it gives client alice, secret alice-secret, a JWT for subject alice signed with the key the
+    local broker checks tokens with (dev/kafka-local's tls/jwks.json); any other client gets HTTP 401."""
+
+    def __init__(self) -> None:
+        self.issued = 0
+        self.refused = 0
+        alice = "Basic " + base64.b64encode(b"alice:alice-secret").decode()
+        (key,) = json.loads((TLS_DIR / "jwks.json").read_text())["keys"]
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Authorization") == alice:
+                    endpoint.issued += 1
+                    status, body = 200, {"access_token": signed_jwt("alice", key), "token_type": "bearer"}
+                else:
+                    endpoint.refused += 1
+                    status, body = 401, {"error": "invalid_client"}
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://localhost:{self.server.server_address[1]}/token"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def signed_jwt(subject: str, key: dict[str, str]) -> str:
+    """A JWT for `subject`, valid for an hour, signed (HS256) with the JSON Web Key `key`."""
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    now = int(time.time())
+    header = {"alg": "HS256", "typ": "JWT", "kid": key["kid"]}
+    claims = {"sub": subject, "iat": now, "exp": now + 3600}
+    signed = f"{b64(json.dumps(header).encode())}.{b64(json.dumps(claims).encode())}"
+    secret = base64.urlsafe_b64decode(key["k"] + "=" * (-len(key["k"]) % 4))
+    return f"{signed}.{b64(hmac.new(secret, signed.encode(), hashlib.sha256).digest())}"
+
+
+@pytest.fixture
+def token_endpoint() -> Iterator[TokenEndpoint]:
+    endpoint = TokenEndpoint()
+    yield endpoint
+    endpoint.close()
 
 
 def failure_of(df: DataFrame) -> StreamingQueryException:
@@ -76,15 +233,143 @@ def test_a_query_reads_through_sasl_with_kafkas_own_login_module_name(
     assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the SASL listener"
 
 
+@pytest.mark.parametrize("listener", ["sasl-plain", "scram-ssl"])
 def test_a_wrong_password_fails_the_query_and_no_message_or_log_line_shows_it(
+    spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str], listener: str
+) -> None:
+    topic = kafka.new_topic()
+    password = f"wrong-{uuid.uuid4().hex}"
+    df = (
+        sasl_stream(spark, topic, group, password)
+        if listener == "sasl-plain"
+        else scram_ssl_stream(spark, topic, group, password, truststore("pkcs12-file"))
+    )
+    message = str(failure_of(df))
+    assert "Authentication failed" in message, message
+    assert password not in message
+    assert password not in driver_log()
+
+
+@pytest.mark.parametrize("form", ["pkcs12-file", "pem-value"])
+def test_a_query_reads_through_sasl_ssl_with_scram_trusting_the_broker_by_truststore(
+    spark: SparkSession, kafka: KafkaCluster, group: str, form: str
+) -> None:
+    # As with PLAIN, the shaded client has no class under Kafka's name of the SCRAM login module.
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(500))
+    df = scram_ssl_stream(spark, topic, group, "alice-secret", truststore(form))
+    assert drain_values(spark, df) == values(500), (
+        "a broker whose data predates its SCRAM account fails here: make kafka-down, then make kafka-up"
+    )
+    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the SASL_SSL listener"
+
+
+def test_a_broker_certificate_the_client_does_not_trust_fails_the_query_with_kafkas_handshake_error(
+    spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str]
+) -> None:
+    # No truststore: the JVM's default CAs, which do not include the broker's self-signed certificate.
+    topic = kafka.new_topic()
+    failure = failure_of(scram_ssl_stream(spark, topic, group, "alice-secret", trust={}))
+    message = str(failure)
+    assert "SSL handshake failed" in message, message
+    assert "alice-secret" not in message
+    assert "alice-secret" not in driver_log()
+
+
+def test_a_wrong_truststore_password_fails_the_query_and_no_message_or_log_line_shows_it(
     spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str]
 ) -> None:
     topic = kafka.new_topic()
     password = f"wrong-{uuid.uuid4().hex}"
-    message = str(failure_of(sasl_stream(spark, topic, group, password)))
-    assert "Authentication failed" in message, message
+    failure = failure_of(
+        scram_ssl_stream(spark, topic, group, "alice-secret", truststore("pkcs12-file", password))
+    )
+    message = str(failure)
+    assert "truststore" in message.lower(), message
     assert password not in message
     assert password not in driver_log()
+
+
+def test_records_dead_lettered_through_sasl_ssl_reach_the_dead_letter_topic(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # The dead-letter producer, on the driver, connects with the source's kafka.* settings too.
+    topic = kafka.new_topic(partitions=2)
+    dead_letters = kafka.new_topic()
+    expected = values(200)
+    poison = expected[::50]
+    kafka.produce(topic, expected)
+    parked: list[int] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        failed = batch.filter(F.col("value").cast("string").isin(*poison))
+        parked.append(release_or_dead_letter(batch, failed, max_deliveries=1, dead_letter_topic=dead_letters))
+
+    df = scram_ssl_stream(
+        spark,
+        topic,
+        group,
+        "alice-secret",
+        truststore("pem-value"),
+        **{"kafka.share.acknowledgment.mode": "explicit"},
+    )
+    query = df.writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(
+            lambda: query.exception() is not None or acknowledged(source_metrics(query)) >= len(expected),
+            120,
+            "every record accepted or dead-lettered",
+        )
+        assert query.exception() is None, str(query.exception())
+    finally:
+        query.stop()
+    assert sum(parked) == len(poison)
+    copies = kafka.consume_all(dead_letters, expected_count=len(poison))
+    assert sorted(c.value for c in copies) == sorted(poison)
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_query_reads_through_oauthbearer_once_kafkas_allowed_urls_property_names_the_token_endpoint(
+    spark: SparkSession,
+    kafka: KafkaCluster,
+    group: str,
+    system_properties: dict[str, str],
+    token_endpoint: TokenEndpoint,
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(300))
+    df = oauth_ssl_stream(spark, topic, group, token_endpoint.url, "alice-secret")
+    # Kafka's client (4.0 and later) fetches tokens only from URLs the operator allowed; its message
+    # names the system property to set, under Kafka's name (the shaded client reads another).
+    message = str(failure_of(df))
+    assert (
+        f"Invalid value {token_endpoint.url} for configuration sasl.oauthbearer.token.endpoint.url" in message
+    )
+    assert f"Update the system property 'org.apache.kafka.{OAUTH_ALLOWED_URLS}'" in message, message
+    assert token_endpoint.issued == 0
+    set_kafka_system_property(spark, system_properties, OAUTH_ALLOWED_URLS, token_endpoint.url)
+    assert drain_values(spark, df) == values(300)
+    assert token_endpoint.issued >= 1, "the client logged in with a token from the endpoint"
+    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through OAUTHBEARER"
+
+
+def test_a_client_secret_the_identity_provider_refuses_fails_the_query_and_no_message_or_log_line_shows_it(
+    spark: SparkSession,
+    kafka: KafkaCluster,
+    group: str,
+    system_properties: dict[str, str],
+    token_endpoint: TokenEndpoint,
+    driver_log: Callable[[], str],
+) -> None:
+    topic = kafka.new_topic()
+    set_kafka_system_property(spark, system_properties, OAUTH_ALLOWED_URLS, token_endpoint.url)
+    secret = f"wrong-{uuid.uuid4().hex}"
+    message = str(failure_of(oauth_ssl_stream(spark, topic, group, token_endpoint.url, secret)))
+    assert token_endpoint.refused >= 1
+    assert token_endpoint.issued == 0
+    assert "401" in message, message
+    assert secret not in message
+    assert secret not in driver_log()
 
 
 def test_kafkas_allowed_login_modules_property_reaches_the_shaded_client(
@@ -93,8 +378,7 @@ def test_kafkas_allowed_login_modules_property_reaches_the_shaded_client(
     topic = kafka.new_topic()
     kafka.produce(topic, values(100))
     # An operator's allow-list without PLAIN refuses the login, as it would with Kafka's own client.
-    scram = "org.apache.kafka.common.security.scram.ScramLoginModule"
-    set_kafka_system_property(spark, system_properties, ALLOWED_LOGIN_MODULES, scram)
+    set_kafka_system_property(spark, system_properties, ALLOWED_LOGIN_MODULES, SCRAM_LOGIN_MODULE)
     failure = failure_of(sasl_stream(spark, topic, group, "alice-secret"))
     message = str(failure)
     assert "[KAFKA_SHARE_CLIENT_NOT_CREATED] Could not create Kafka's Admin client" in message, message
@@ -102,7 +386,7 @@ def test_kafkas_allowed_login_modules_property_reaches_the_shaded_client(
     assert isinstance(from_jvm_error(failure), KafkaShareConfigurationError)
     # With PLAIN allowed under its own name, the query reads: the class names in the list are mapped too.
     set_kafka_system_property(
-        spark, system_properties, ALLOWED_LOGIN_MODULES, f"{scram},{PLAIN_LOGIN_MODULE}"
+        spark, system_properties, ALLOWED_LOGIN_MODULES, f"{SCRAM_LOGIN_MODULE},{PLAIN_LOGIN_MODULE}"
     )
     assert drain_values(spark, sasl_stream(spark, topic, group, "alice-secret")) == values(100)
 

@@ -2,7 +2,10 @@ package io.github.sparkkafkashare
 
 import scala.jdk.CollectionConverters._
 
+import org.apache.kafka.common.KafkaException
 import org.apache.spark.{ErrorClassesJsonReader, SparkThrowable}
+
+import io.github.sparkkafkashare.options.ShadedKafkaNames
 
 /**
  * Every error the kafka-share source raises, built from `error/kafka-share-error-conditions.json`
@@ -98,12 +101,25 @@ private[sparkkafkashare] object KafkaShareErrors {
     new KafkaShareRuntimeException(condition, map, message(condition, map), cause)
   }
 
-  /** The innermost cause's class and message: Kafka wraps the useful part in ExecutionException. */
+  /**
+   * The innermost of Kafka's exceptions, which says what Kafka was doing ("Failed to load SSL keystore
+   * ... of type PKCS12"), and its cause, which says why ("keystore password was incorrect"). The
+   * wrappers outside it ("Failed to create new KafkaAdminClient", ExecutionException) add nothing,
+   * nor do the causes further in, and neither does a wrapper whose message is only its cause's.
+   * With none of Kafka's exceptions in the chain, the innermost cause. Shaded names read as Kafka's.
+   */
   private def describe(t: Throwable): String = {
-    var root = t
-    while (root.getCause != null && root.getCause != root) root = root.getCause
-    s"${root.getClass.getSimpleName}: ${Option(root.getMessage).getOrElse("no answer")}"
+    val chain = Iterator.iterate(t)(_.getCause).takeWhile(_ != null).take(MaxCauses).toVector
+    val kafka = chain.lastIndexWhere(_.isInstanceOf[KafkaException])
+    val shown = if (kafka < 0) chain.takeRight(1) else chain.slice(kafka, kafka + 2).filterNot(onlyItsCause)
+    ShadedKafkaNames.inKafkaNames(shown
+      .map(e => s"${e.getClass.getSimpleName}: ${Option(e.getMessage).getOrElse("no answer")}")
+      .mkString("; caused by "))
   }
+
+  private val MaxCauses = 32 // a chain with a cycle ends somewhere
+
+  private def onlyItsCause(e: Throwable): Boolean = e.getCause != null && e.getMessage == e.getCause.toString
 }
 
 /** Shared by the exception classes below so PySpark and Spark's error framework see a condition. */

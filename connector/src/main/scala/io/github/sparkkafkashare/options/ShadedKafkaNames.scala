@@ -40,4 +40,10 @@ private[sparkkafkashare] object ShadedKafkaNames {
   }
 
   private def inClientPackage(value: String): String = value.replace(s"$KafkaPackage.", s"$ClientPackage.")
+
+  /**
+   * Kafka's names for the shaded ones in a text from the client, such as an exception's message that
+   * tells the user which system property to set: the user sets Kafka's name (see above).
+   */
+  def inKafkaNames(text: String): String = text.replace(s"$ClientPackage.", s"$KafkaPackage.")
 }
