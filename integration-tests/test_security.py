@@ -239,13 +239,21 @@ def test_a_wrong_password_fails_the_query_and_no_message_or_log_line_shows_it(
 ) -> None:
     topic = kafka.new_topic()
     password = f"wrong-{uuid.uuid4().hex}"
-    df = (
-        sasl_stream(spark, topic, group, password)
-        if listener == "sasl-plain"
-        else scram_ssl_stream(spark, topic, group, password, truststore("pkcs12-file"))
+    if listener == "sasl-plain":
+        bootstrap, df = SASL_BOOTSTRAP, sasl_stream(spark, topic, group, password)
+    else:
+        bootstrap, df = (
+            SSL_BOOTSTRAP,
+            scram_ssl_stream(spark, topic, group, password, truststore("pkcs12-file")),
+        )
+    failure = failure_of(df)
+    message = str(failure)
+    assert (
+        f"[KAFKA_SHARE_AUTHENTICATION_FAILED] The Kafka cluster at {bootstrap} did not let the query"
+        in message
     )
-    message = str(failure_of(df))
-    assert "Authentication failed" in message, message
+    assert "SaslAuthenticationException: Authentication failed" in message, message
+    assert isinstance(from_jvm_error(failure), KafkaShareConfigurationError)
     assert password not in message
     assert password not in driver_log()
 
@@ -264,14 +272,19 @@ def test_a_query_reads_through_sasl_ssl_with_scram_trusting_the_broker_by_trusts
     assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the SASL_SSL listener"
 
 
-def test_a_broker_certificate_the_client_does_not_trust_fails_the_query_with_kafkas_handshake_error(
+def test_a_broker_certificate_the_client_does_not_trust_fails_the_query_saying_why(
     spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str]
 ) -> None:
     # No truststore: the JVM's default CAs, which do not include the broker's self-signed certificate.
     topic = kafka.new_topic()
     failure = failure_of(scram_ssl_stream(spark, topic, group, "alice-secret", trust={}))
     message = str(failure)
-    assert "SSL handshake failed" in message, message
+    assert "[KAFKA_SHARE_AUTHENTICATION_FAILED]" in message, message
+    # Kafka's own message says only "SSL handshake failed"; its cause says why.
+    assert (
+        "SslAuthenticationException: SSL handshake failed; caused by SSLHandshakeException: PKIX path"
+        in message
+    )
     assert "alice-secret" not in message
     assert "alice-secret" not in driver_log()
 
@@ -285,7 +298,9 @@ def test_a_wrong_truststore_password_fails_the_query_and_no_message_or_log_line_
         scram_ssl_stream(spark, topic, group, "alice-secret", truststore("pkcs12-file", password))
     )
     message = str(failure)
-    assert "truststore" in message.lower(), message
+    # What Kafka was doing, and why it failed; not the innermost cause alone ("failed to decrypt").
+    loading = f"Failed to load SSL keystore {TLS_DIR / 'truststore.p12'} of type PKCS12"
+    assert f"{loading}; caused by IOException: keystore password was incorrect" in message, message
     assert password not in message
     assert password not in driver_log()
 

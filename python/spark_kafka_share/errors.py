@@ -47,8 +47,9 @@ class KafkaShareConnectNotSupportedError(KafkaShareError, NotImplementedError):
     """The call needs a classic Spark session: it uses the driver JVM, which Spark Connect hides."""
 
 
-# The JVM's conditions for bad options (raised as IllegalArgumentException there), and for a Kafka
-# client that the settings the options pass to Kafka do not let it create.
+# The JVM's conditions for bad options (raised as IllegalArgumentException there), for a Kafka
+# client that the settings the options pass to Kafka do not let it create, and for a login the
+# cluster refuses.
 _CONFIGURATION_CONDITIONS = frozenset(
     {
         "KAFKA_SHARE_MISSING_OPTION",
@@ -59,6 +60,7 @@ _CONFIGURATION_CONDITIONS = frozenset(
         "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
         "KAFKA_SHARE_UNSUPPORTED_OPTION",
         "KAFKA_SHARE_CLIENT_NOT_CREATED",
+        "KAFKA_SHARE_AUTHENTICATION_FAILED",
     }
 )
 

@@ -79,6 +79,10 @@ private[sparkkafkashare] object KafkaShareErrors {
     "bootstrapServers" -> bootstrapServers, "timeoutMs" -> timeoutMs.toString, "action" -> action,
     "cause" -> describe(cause))
 
+  def authenticationFailed(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_AUTHENTICATION_FAILED", cause,
+      "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+
   def clientNotCreated(client: String, groupId: String, cause: Throwable): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_CLIENT_NOT_CREATED", cause, "client" -> client, "groupId" -> groupId, "cause" -> describe(cause))
 
