@@ -60,8 +60,12 @@ def alice_login(login_module: str, password: str) -> str:
     return f'{login_module} required username="alice" password="{password}";'
 
 
-def sasl_stream(spark: SparkSession, topic: str, group: str, password: str) -> DataFrame:
-    """A stream of `topic` through the SASL_PLAINTEXT listener, as alice with mechanism PLAIN."""
+def sasl_stream(
+    spark: SparkSession, topic: str, group: str, password: str, starting_offsets: str | None = "earliest"
+) -> DataFrame:
+    """A stream of `topic` through the SASL_PLAINTEXT listener, as alice with mechanism PLAIN; without
+    `starting_offsets`, the group starts where its own config says."""
+    starting = {} if starting_offsets is None else {"startingOffsets": starting_offsets}
     return share_stream(
         spark,
         topic,
@@ -71,7 +75,7 @@ def sasl_stream(spark: SparkSession, topic: str, group: str, password: str) -> D
             "kafka.security.protocol": "SASL_PLAINTEXT",
             "kafka.sasl.mechanism": "PLAIN",
             "kafka.sasl.jaas.config": alice_login(PLAIN_LOGIN_MODULE, password),
-            "startingOffsets": "earliest",
+            **starting,
         },
     )
 

@@ -48,8 +48,8 @@ class KafkaShareConnectNotSupportedError(KafkaShareError, NotImplementedError):
 
 
 # The JVM's conditions for bad options (raised as IllegalArgumentException there), for a Kafka
-# client that the settings the options pass to Kafka do not let it create, and for a login the
-# cluster refuses.
+# client that the settings the options pass to Kafka do not let it create, and for a login or an
+# action the cluster refuses.
 _CONFIGURATION_CONDITIONS = frozenset(
     {
         "KAFKA_SHARE_MISSING_OPTION",
@@ -61,6 +61,7 @@ _CONFIGURATION_CONDITIONS = frozenset(
         "KAFKA_SHARE_UNSUPPORTED_OPTION",
         "KAFKA_SHARE_CLIENT_NOT_CREATED",
         "KAFKA_SHARE_AUTHENTICATION_FAILED",
+        "KAFKA_SHARE_NOT_AUTHORIZED",
     }
 )
 

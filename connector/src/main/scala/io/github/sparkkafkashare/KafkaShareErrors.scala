@@ -83,6 +83,12 @@ private[sparkkafkashare] object KafkaShareErrors {
     runtime("KAFKA_SHARE_AUTHENTICATION_FAILED", cause,
       "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
 
+  val NotAuthorized = "KAFKA_SHARE_NOT_AUTHORIZED"
+
+  def notAuthorized(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
+    runtime(NotAuthorized, cause,
+      "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+
   def clientNotCreated(client: String, groupId: String, cause: Throwable): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_CLIENT_NOT_CREATED", cause, "client" -> client, "groupId" -> groupId, "cause" -> describe(cause))
 
@@ -110,7 +116,8 @@ private[sparkkafkashare] object KafkaShareErrors {
    * ... of type PKCS12"), and its cause, which says why ("keystore password was incorrect"). The
    * wrappers outside it ("Failed to create new KafkaAdminClient", ExecutionException) add nothing,
    * nor do the causes further in, and neither does a wrapper whose message is only its cause's.
-   * With none of Kafka's exceptions in the chain, the innermost cause. Shaded names read as Kafka's.
+   * With none of Kafka's exceptions in the chain, the innermost cause. Shaded names read as Kafka's;
+   * no closing period, as the messages that quote it add their own.
    */
   private def describe(t: Throwable): String = {
     val chain = Iterator.iterate(t)(_.getCause).takeWhile(_ != null).take(MaxCauses).toVector
@@ -118,7 +125,7 @@ private[sparkkafkashare] object KafkaShareErrors {
     val shown = if (kafka < 0) chain.takeRight(1) else chain.slice(kafka, kafka + 2).filterNot(onlyItsCause)
     ShadedKafkaNames.inKafkaNames(shown
       .map(e => s"${e.getClass.getSimpleName}: ${Option(e.getMessage).getOrElse("no answer")}")
-      .mkString("; caused by "))
+      .mkString("; caused by ")).stripSuffix(".")
   }
 
   private val MaxCauses = 32 // a chain with a cycle ends somewhere

@@ -8,13 +8,14 @@ import java.util.concurrent.locks.ReentrantLock
 import scala.jdk.CollectionConverters._
 import scala.jdk.OptionConverters._
 
+import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.ShadedKafkaNames
 import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.TopicIdPartition
-import org.apache.kafka.common.errors.InvalidRecordStateException
+import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException, InvalidRecordStateException}
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.internal.Logging
 
@@ -91,6 +92,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * (it may still hold this slot from before the pool dropped it).
    */
   @volatile private var stopped = false
+  /**
+   * The group's ACLs refused this member. Kafka's client then ends the membership and throws the
+   * refusal from one call only; its later polls return nothing, so a retried task would read nothing
+   * and the query would run on, reading nothing. Every later round throws it again instead.
+   */
+  @volatile private var groupRefusal: Option[GroupAuthorizationException] = None
   /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
   private var marks: AcknowledgementMarks = AcknowledgementMarks.None
@@ -117,8 +124,15 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   private def withConsumer[T](body: => T): T = {
     consumerLock.lockInterruptibly()
-    try body finally consumerLock.unlock()
+    try body catch {
+      case e: GroupAuthorizationException => groupRefusal = Some(e); throw notAuthorized(e)
+      case e: AuthorizationException => throw notAuthorized(e)
+    } finally consumerLock.unlock()
   }
+
+  private def notAuthorized(e: AuthorizationException) = KafkaShareErrors.notAuthorized(
+    String.valueOf(config.get(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG)),
+    s"slot ${key.slot} reading records of share group '${config.get(ConsumerConfig.GROUP_ID_CONFIG)}'", e)
 
   /** Takes the group's configs as a task brought them from the driver. */
   def follow(latest: GroupLimits): Unit = limits = latest
@@ -248,6 +262,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    */
   def pollRound(round: Long, topics: Set[String], timeout: Duration)
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
+    groupRefusal.foreach(e => throw e) // withConsumer reports it, as it did the first time
     require(held.isEmpty, s"slot ${key.slot} polled while records of round ${held.get.round} are unsettled")
     if (topics != subscribed) {
       releaseAcquiredAhead()

@@ -11,7 +11,7 @@ import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptio
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.errors.{AuthenticationException, GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
+import org.apache.kafka.common.errors.{AuthenticationException, AuthorizationException, GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
 import org.apache.spark.internal.Logging
 
 /**
@@ -126,9 +126,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       case e: ExecutionException => leftToKafka(e.getCause.getMessage)
       // The first such call in a cluster creates Kafka's share-group state topic, which can take
       // longer than a short `kafka.default.api.timeout.ms`; Kafka completes the call regardless.
-      case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => leftToKafka(e.getMessage)
+      // The ACLs the source needs (KAFKA_SHARE_NOT_AUTHORIZED) need not allow this call either.
+      case e: KafkaShareRuntimeException if LeftToKafka.contains(e.condition) => leftToKafka(e.getMessage)
     }
   }
+
+  private val LeftToKafka = Set(KafkaShareErrors.BrokerUnreachable, KafkaShareErrors.NotAuthorized)
 
   private def leftToKafka(reason: String): Unit =
     logInfo(s"Kafka initializes share group '$group' when its consumers join (the start offsets were not set now: $reason)")
@@ -247,6 +250,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
       case e: ExecutionException if e.getCause.isInstanceOf[AuthenticationException] =>
         throw KafkaShareErrors.authenticationFailed(connection.bootstrapServers, action, e)
+      case e: ExecutionException if e.getCause.isInstanceOf[AuthorizationException] =>
+        throw KafkaShareErrors.notAuthorized(connection.bootstrapServers, action, e)
     }
 }
 

@@ -1,0 +1,167 @@
+"""The ACLs the source needs, against the local broker with Kafka's StandardAuthorizer, started with
+it for this module only: with an authorizer, Kafka 4.3.1 fails a whole ShareAcknowledge request that
+names a deleted topic (a NullPointerException in its authorization of the request's topics), where
+without one it fails only that topic's part, and other tests rely on the latter.
+Users log in as alice on the SASL_PLAINTEXT listener (test_security.py); PLAINTEXT clients, the
+tests' own, are super users."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ResourcePatternType,
+    ResourceType,
+)
+from pyspark.sql import SparkSession
+from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
+
+from conftest import KafkaCluster, drain_values, local_broker, values
+from test_security import SASL_BOOTSTRAP, failure_of, sasl_stream
+
+# A SASL user may do anything on a resource no ACL names, so a grant on a topic or group limits alice
+# to what it grants there.
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def authorizer() -> Iterator[None]:
+    local_broker("restart", AUTHORIZER)
+    yield
+    local_broker("restart")
+
+
+Acl = tuple[ResourceType, str, AclOperation]
+
+
+@pytest.fixture
+def acls(kafka: KafkaCluster) -> Iterator[Callable[[str, list[Acl]], None]]:
+    """Grants ACLs (ALLOW, literal names) for one test, and removes them after it."""
+    made: list[AclBinding] = []
+
+    def grant(principal: str, entries: list[Acl]) -> None:
+        bindings = [
+            AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW)
+            for kind, name, op in entries
+        ]
+        for future in kafka.admin.create_acls(bindings).values():
+            future.result(timeout=30)
+        made.extend(bindings)
+
+    yield grant
+    filters = [
+        AclBindingFilter(
+            b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
+        )
+        for b in made
+    ]
+    if filters:
+        for future in kafka.admin.delete_acls(filters).values():
+            future.result(timeout=30)
+
+
+def alice_admin() -> AdminClient:
+    return AdminClient(
+        {
+            "bootstrap.servers": SASL_BOOTSTRAP,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+    )
+
+
+# The ACLs the user guide ("ACLs") lists, for a query whose options set no group config, and for one
+# whose options do (here startingOffsets, on a new group).
+LEAST_ACLS = {
+    "group-configs-set-by-the-operator": (
+        [(ResourceType.GROUP, AclOperation.READ), (ResourceType.GROUP, AclOperation.DESCRIBE_CONFIGS)],
+        False,
+    ),
+    "group-configs-set-by-options": (
+        [(ResourceType.GROUP, AclOperation.READ), (ResourceType.GROUP, AclOperation.ALTER_CONFIGS)],
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(LEAST_ACLS))
+def test_a_query_reads_with_only_the_acls_the_user_guide_lists(
+    spark: SparkSession, kafka: KafkaCluster, group: str, acls: Callable[[str, list[Acl]], None], case: str
+) -> None:
+    group_acls, options_set_configs = LEAST_ACLS[case]
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(300))
+    acls(
+        "User:alice",
+        [(ResourceType.TOPIC, topic, AclOperation.READ)] + [(k, group, op) for k, op in group_acls],
+    )
+    # An ACL on the cluster for someone else: alice may then do nothing there, which the source needs not.
+    acls("User:nobody", [(ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)])
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    alice = alice_admin()  # held: the future fails if its client is collected first
+    with pytest.raises(KafkaException, match="AUTHORIZATION_FAILED"):
+        alice.describe_configs([broker])[broker].result(timeout=30)
+    if not options_set_configs:
+        kafka.set_group_config(group, "share.auto.offset.reset", "earliest")
+    df = sasl_stream(spark, topic, group, "alice-secret", "earliest" if options_set_configs else None)
+    assert drain_values(spark, df) == values(300)
+    assert kafka.unfinished(group, topic) == 0
+
+
+# ACLs short of the least set; the refusal comes from the driver's Admin calls or from the executors'
+# share consumers. A grant that names a resource leaves alice only what it grants there (the group
+# is named, for "nothing-on-the-group", by an ACL for another principal).
+MISSING_ACL = {
+    # DESCRIBE lets the driver's Admin calls through: the share consumers meet the refusal.
+    "no-read-on-the-group": [
+        (ResourceType.TOPIC, AclOperation.READ),
+        (ResourceType.GROUP, AclOperation.DESCRIBE),
+        (ResourceType.GROUP, AclOperation.ALTER_CONFIGS),
+    ],
+    "nothing-on-the-group": [(ResourceType.TOPIC, AclOperation.READ)],
+    "no-read-on-the-topic": [
+        (ResourceType.TOPIC, AclOperation.DESCRIBE),
+        (ResourceType.GROUP, AclOperation.READ),
+        (ResourceType.GROUP, AclOperation.ALTER_CONFIGS),
+    ],
+    "no-configs-on-the-group": [
+        (ResourceType.TOPIC, AclOperation.READ),
+        (ResourceType.GROUP, AclOperation.READ),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", list(MISSING_ACL))
+def test_a_principal_missing_an_acl_fails_the_query_saying_which_acls_it_needs(
+    spark: SparkSession, kafka: KafkaCluster, group: str, acls: Callable[[str, list[Acl]], None], case: str
+) -> None:
+    # Without READ on the group, Kafka's client ends the membership and throws the refusal once; a
+    # retried task then read nothing, and the query ran on reading nothing instead of failing.
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(100))
+    acls(
+        "User:alice",
+        [(kind, topic if kind == ResourceType.TOPIC else group, op) for kind, op in MISSING_ACL[case]],
+    )
+    acls("User:nobody", [(ResourceType.GROUP, group, AclOperation.READ)])
+    failure = failure_of(sasl_stream(spark, topic, group, "alice-secret"))
+    message = str(failure)
+    assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {SASL_BOOTSTRAP} refused" in message, message
+    assert "AuthorizationException" in message, message
+    assert "READ on each topic the query reads; READ and DESCRIBE_CONFIGS on the share group" in message
+    assert isinstance(from_jvm_error(failure), KafkaShareConfigurationError)
+    assert kafka.total_lag(group) in (None, 100), "the query read nothing"
