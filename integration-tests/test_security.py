@@ -60,24 +60,34 @@ def alice_login(login_module: str, password: str) -> str:
     return f'{login_module} required username="alice" password="{password}";'
 
 
+def login_stream(
+    spark: SparkSession, topic: str, group: str, bootstrap: str, mechanism: str, login: str, **settings: str
+) -> DataFrame:
+    """A stream of `topic` through the SASL listener at `bootstrap` (SASL_SSL on SSL_BOOTSTRAP,
+    SASL_PLAINTEXT otherwise), logging in with `mechanism` and the JAAS line `login`."""
+    protocol = "SASL_SSL" if bootstrap == SSL_BOOTSTRAP else "SASL_PLAINTEXT"
+    return share_stream(
+        spark,
+        topic,
+        group,
+        **{
+            "kafka.bootstrap.servers": bootstrap,
+            "kafka.security.protocol": protocol,
+            "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": login,
+            **settings,
+        },
+    )
+
+
 def sasl_stream(
     spark: SparkSession, topic: str, group: str, password: str, starting_offsets: str | None = "earliest"
 ) -> DataFrame:
     """A stream of `topic` through the SASL_PLAINTEXT listener, as alice with mechanism PLAIN; without
     `starting_offsets`, the group starts where its own config says."""
     starting = {} if starting_offsets is None else {"startingOffsets": starting_offsets}
-    return share_stream(
-        spark,
-        topic,
-        group,
-        **{
-            "kafka.bootstrap.servers": SASL_BOOTSTRAP,
-            "kafka.security.protocol": "SASL_PLAINTEXT",
-            "kafka.sasl.mechanism": "PLAIN",
-            "kafka.sasl.jaas.config": alice_login(PLAIN_LOGIN_MODULE, password),
-            **starting,
-        },
-    )
+    login = alice_login(PLAIN_LOGIN_MODULE, password)
+    return login_stream(spark, topic, group, SASL_BOOTSTRAP, "PLAIN", login, **starting)
 
 
 def truststore(form: str, password: str = TLS_PASSWORD) -> dict[str, str]:
@@ -102,20 +112,9 @@ def scram_ssl_stream(
 ) -> DataFrame:
     """A stream of `topic` through the SASL_SSL listener, as alice with SCRAM-SHA-512, trusting the
     broker's certificate with the `trust` settings (none: the JVM's default CAs)."""
-    return share_stream(
-        spark,
-        topic,
-        group,
-        **{
-            "kafka.bootstrap.servers": SSL_BOOTSTRAP,
-            "kafka.security.protocol": "SASL_SSL",
-            "kafka.sasl.mechanism": "SCRAM-SHA-512",
-            "kafka.sasl.jaas.config": alice_login(SCRAM_LOGIN_MODULE, password),
-            "startingOffsets": "earliest",
-            **trust,
-            **options,
-        },
-    )
+    login = alice_login(SCRAM_LOGIN_MODULE, password)
+    settings = {"startingOffsets": "earliest", **trust, **options}
+    return login_stream(spark, topic, group, SSL_BOOTSTRAP, "SCRAM-SHA-512", login, **settings)
 
 
 def oauth_ssl_stream(
@@ -125,21 +124,13 @@ def oauth_ssl_stream(
     provider: Kafka's login handler gets a token for client alice (client secret `secret`) from
     `token_endpoint_url`."""
     login = f'{OAUTH_LOGIN_MODULE} required clientId="alice" clientSecret="{secret}";'
-    return share_stream(
-        spark,
-        topic,
-        group,
-        **{
-            "kafka.bootstrap.servers": SSL_BOOTSTRAP,
-            "kafka.security.protocol": "SASL_SSL",
-            "kafka.sasl.mechanism": "OAUTHBEARER",
-            "kafka.sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
-            "kafka.sasl.oauthbearer.token.endpoint.url": token_endpoint_url,
-            "kafka.sasl.jaas.config": login,
-            "startingOffsets": "earliest",
-            **truststore("pem-value"),
-        },
-    )
+    settings = {
+        "kafka.sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": token_endpoint_url,
+        "startingOffsets": "earliest",
+        **truststore("pem-value"),
+    }
+    return login_stream(spark, topic, group, SSL_BOOTSTRAP, "OAUTHBEARER", login, **settings)
 
 
 class TokenEndpoint:
