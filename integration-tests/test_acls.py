@@ -8,6 +8,7 @@ tests' own, are super users."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -21,10 +22,18 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
-from conftest import KafkaCluster, drain_values, local_broker, values
+from conftest import (
+    KafkaCluster,
+    assert_each_processed_or_dead_lettered_once,
+    drain_dead_lettering,
+    drain_values,
+    local_broker,
+    values,
+)
 from test_security import SASL_BOOTSTRAP, failure_of, sasl_stream
 
 # A SASL user may do anything on a resource no ACL names, so a grant on a topic or group limits alice
@@ -165,3 +174,72 @@ def test_a_principal_missing_an_acl_fails_the_query_saying_which_acls_it_needs(
     assert "READ on each topic the query reads; READ and DESCRIBE_CONFIGS on the share group" in message
     assert isinstance(from_jvm_error(failure), KafkaShareConfigurationError)
     assert kafka.total_lag(group) in (None, 100), "the query read nothing"
+
+
+# Short of WRITE on the dead-letter topic: alice may not see it at all, or may see it but not write.
+DEAD_LETTER_ACLS: dict[str, list[AclOperation]] = {
+    "nothing-on-the-dead-letter-topic": [],
+    "describe-only-on-the-dead-letter-topic": [AclOperation.DESCRIBE],
+}
+
+
+@pytest.mark.parametrize("case", list(DEAD_LETTER_ACLS))
+def test_dead_lettering_without_write_on_the_dead_letter_topic_fails_the_batch_and_loses_nothing(
+    spark: SparkSession,
+    kafka: KafkaCluster,
+    group: str,
+    acls: Callable[[str, list[Acl]], None],
+    tmp_path: Path,
+    case: str,
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    dead_letters = kafka.new_topic()
+    expected = values(100)
+    poison = expected[::25]
+    kafka.produce(topic, expected)
+    acls(
+        "User:alice",
+        [
+            (ResourceType.TOPIC, topic, AclOperation.READ),
+            (ResourceType.GROUP, group, AclOperation.READ),
+            (ResourceType.GROUP, group, AclOperation.ALTER_CONFIGS),
+        ]
+        + [(ResourceType.TOPIC, dead_letters, op) for op in DEAD_LETTER_ACLS[case]],
+    )
+    # ACLs for someone else on the dead-letter topic and on the cluster, which leave alice only what
+    # she is granted there: the producer's idempotent writes need nothing on the cluster.
+    acls(
+        "User:nobody",
+        [
+            (ResourceType.TOPIC, dead_letters, AclOperation.WRITE),
+            (ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        ],
+    )
+    processed: list[str] = []
+
+    def drain() -> bool:
+        return drain_dead_lettering(
+            lambda: sasl_stream(
+                spark, topic, group, "alice-secret", **{"kafka.share.acknowledgment.mode": "explicit"}
+            ),
+            tmp_path / "checkpoint",
+            poison,
+            dead_letters,
+            processed,
+        )
+
+    with pytest.raises(StreamingQueryException) as failure:
+        drain()
+    message = str(failure.value)
+    assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {SASL_BOOTSTRAP} refused" in message, message
+    assert f"records to the dead-letter topic '{dead_letters}'): TopicAuthorizationException" in message, (
+        message
+    )
+    assert "WRITE on the dead-letter topic that release_or_dead_letter() names" in message
+
+    # The refused copies rejected nothing: with WRITE, the query picks the records up again.
+    acls("User:alice", [(ResourceType.TOPIC, dead_letters, AclOperation.WRITE)])
+    assert drain()
+    assert_each_processed_or_dead_lettered_once(
+        kafka, group, topic, expected, poison, dead_letters, processed
+    )

@@ -25,6 +25,8 @@ from spark_kafka_share import (
 from conftest import (
     KafkaCluster,
     acknowledged,
+    assert_each_processed_or_dead_lettered_once,
+    drain_dead_lettering,
     lost_and_duplicated,
     share_stream,
     source_metrics,
@@ -369,3 +371,40 @@ def test_a_poison_record_is_retried_then_dead_lettered_while_every_other_record_
     copies = kafka.consume_all(dead_letters, expected_count=1)
     assert [(c.value, c.headers["kafka-share.delivery-count"]) for c in copies] == [(poison, "3")]
     assert copies[0].headers["kafka-share.origin"].startswith(f"{topic}-")
+
+
+def test_a_dead_letter_topic_that_does_not_exist_fails_the_batch_and_loses_nothing(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    # The broker creates no topic on first write (auto.create.topics.enable=false, as on most clusters).
+    topic = kafka.new_topic(partitions=2)
+    dead_letters = f"{topic}-dead-letters"
+    expected = values(100)
+    poison = expected[::25]
+    kafka.produce(topic, expected)
+    processed: list[str] = []
+
+    def drain() -> bool:
+        return drain_dead_lettering(
+            lambda: share_stream(spark, topic, group, **EXPLICIT, **{"kafka.max.block.ms": "3000"}),
+            tmp_path / "checkpoint",
+            poison,
+            dead_letters,
+            processed,
+        )
+
+    with pytest.raises(StreamingQueryException) as failure:
+        drain()
+    message = str(failure.value)
+    assert "[KAFKA_SHARE_DEAD_LETTERS_NOT_SENT]" in message, message
+    # Kafka's reason: its producer waited kafka.max.block.ms for the topic, and the broker said it has none.
+    missing = "UnknownTopicOrPartitionException: This server does not host this topic-partition"
+    assert f"records to the dead-letter topic '{dead_letters}': {missing}" in message, message
+
+    # Nothing was marked, so the poison records are still the group's: once the topic exists, the
+    # query run again parks them.
+    kafka.new_topic_named(dead_letters)
+    assert drain()
+    assert_each_processed_or_dead_lettered_once(
+        kafka, group, topic, expected, poison, dead_letters, processed
+    )

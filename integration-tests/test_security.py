@@ -81,13 +81,18 @@ def login_stream(
 
 
 def sasl_stream(
-    spark: SparkSession, topic: str, group: str, password: str, starting_offsets: str | None = "earliest"
+    spark: SparkSession,
+    topic: str,
+    group: str,
+    password: str,
+    starting_offsets: str | None = "earliest",
+    **options: str,
 ) -> DataFrame:
     """A stream of `topic` through the SASL_PLAINTEXT listener, as alice with mechanism PLAIN; without
     `starting_offsets`, the group starts where its own config says."""
     starting = {} if starting_offsets is None else {"startingOffsets": starting_offsets}
     login = alice_login(PLAIN_LOGIN_MODULE, password)
-    return login_stream(spark, topic, group, SASL_BOOTSTRAP, "PLAIN", login, **starting)
+    return login_stream(spark, topic, group, SASL_BOOTSTRAP, "PLAIN", login, **starting, **options)
 
 
 def truststore(form: str, password: str = TLS_PASSWORD) -> dict[str, str]:

@@ -96,6 +96,10 @@ private[sparkkafkashare] object KafkaShareErrors {
     runtime("KAFKA_SHARE_GROUP_CONFIG_FAILED", cause,
       "groupId" -> groupId, "config" -> config, "option" -> option, "cause" -> describe(cause))
 
+  def deadLettersNotSent(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_DEAD_LETTERS_NOT_SENT", cause,
+      "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+
   def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 

@@ -1,11 +1,15 @@
 package io.github.sparkkafkashare.acknowledgements
 
 import java.nio.charset.StandardCharsets.UTF_8
+import java.util.concurrent.ExecutionException
 
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.options.KafkaConnection
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerConfig, ProducerRecord}
+import org.apache.kafka.common.KafkaException
+import org.apache.kafka.common.errors.{AuthenticationException, AuthorizationException}
 import org.apache.kafka.common.header.internals.RecordHeader
 import org.apache.kafka.common.serialization.ByteArraySerializer
 import org.apache.spark.sql.Row
@@ -19,8 +23,26 @@ private[sparkkafkashare] object DeadLetters {
   val OriginHeader = "kafka-share.origin"
   val DeliveryCountHeader = "kafka-share.delivery-count"
 
-  /** `records` are rows of the source's schema (headers optional). */
+  /**
+   * `records` are rows of the source's schema (headers optional). A failure names the topic and
+   * Kafka's reason, as a login or ACL refusal of the source's own clients does; the caller has then
+   * marked nothing, so the records come back to the group if the batch fails.
+   */
   def send(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = if (records.nonEmpty) {
+    val action = s"copying ${records.size} records to the dead-letter topic '$topic'"
+    try copy(connection, topic, records) catch {
+      case e: ExecutionException => throw failure(connection, topic, action, e.getCause)
+      case e: KafkaException => throw failure(connection, topic, action, e)
+    }
+  }
+
+  private def failure(connection: KafkaConnection, topic: String, action: String, e: Throwable): Throwable = e match {
+    case _: AuthenticationException => KafkaShareErrors.authenticationFailed(connection.bootstrapServers, action, e)
+    case _: AuthorizationException => KafkaShareErrors.notAuthorized(connection.bootstrapServers, action, e)
+    case _ => KafkaShareErrors.deadLettersNotSent(connection.bootstrapServers, action, e)
+  }
+
+  private def copy(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = {
     val known = ProducerConfig.configNames().asScala
     val config = connection.clientSettings(known.contains) ++ Map(
       ProducerConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
@@ -29,6 +51,8 @@ private[sparkkafkashare] object DeadLetters {
     val producer = new KafkaProducer[Array[Byte], Array[Byte]](
       config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArraySerializer, new ByteArraySerializer)
     try {
+      // Waits for the topic once, where each send would wait `max.block.ms` for a topic that does not exist.
+      producer.partitionsFor(topic)
       records.map { r =>
         val origin = s"${r.getAs[String]("topic")}-${r.getAs[Int]("partition")}@${r.getAs[Long]("offset")}"
         val headers = (if (r.schema.fieldNames.contains("headers") && !r.isNullAt(r.fieldIndex("headers"))) {
