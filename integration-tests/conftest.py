@@ -377,9 +377,11 @@ def values(n: int, prefix: str = "r") -> list[str]:
 DRAIN_JOB = Path(__file__).parent / "jobs" / "drain_topic.py"
 
 
-def start_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_drain_job(
+    topic: str, group: str, workdir: Path, *extra: str, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
     """Starts jobs/drain_topic.py in a Spark application of its own, with its checkpoint and sink
-    under `workdir`."""
+    under `workdir`; its driver runs in `cwd`, if given."""
     (workdir / "out").mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(DRAIN_JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
     command += [
@@ -393,12 +395,12 @@ def start_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> subpr
     ]
     # The job imports spark_kafka_share from this checkout, as the tests do.
     python_path = os.pathsep.join(p for p in (str(REPO / "python"), os.environ.get("PYTHONPATH")) if p)
-    return subprocess.Popen(command, env={**os.environ, "PYTHONPATH": python_path})
+    return subprocess.Popen(command, env={**os.environ, "PYTHONPATH": python_path}, cwd=cwd)
 
 
-def run_drain_job(topic: str, group: str, workdir: Path, *extra: str) -> int:
+def run_drain_job(topic: str, group: str, workdir: Path, *extra: str, cwd: Path | None = None) -> int:
     """Runs jobs/drain_topic.py to its end; returns its exit code."""
-    job = start_drain_job(topic, group, workdir, *extra)
+    job = start_drain_job(topic, group, workdir, *extra, cwd=cwd)
     try:
         return job.wait(timeout=300)
     finally:

@@ -5,6 +5,7 @@ the records come back when their locks expire."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from conftest import (
     values,
     wait_until,
 )
+from test_security import SCRAM_LOGIN_MODULE, SSL_BOOTSTRAP, TLS_DIR, TLS_PASSWORD, alice_login
 
 
 def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_its_consumer(
@@ -184,4 +186,47 @@ def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     # Both reads' records come back: the first read's once more (the sink has them), the second's
     # for the first time. Had the home consumer ACCEPTed the first read, none would be duplicated.
     assert set(duplicated) == set(first["values"])
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_truststore_only_the_driver_has_fails_on_the_executors_saying_to_ship_it_and_works_once_shipped(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    # The driver runs where the truststore is and names it by its file name, as one does with
+    # spark-submit --files; the executors' working directories have it only once it is shipped.
+    topic = kafka.new_topic(partitions=2)
+    expected = values(500)
+    kafka.produce(topic, expected, key=str)
+    driver_dir = tmp_path / "driver"
+    driver_dir.mkdir()
+    truststore = driver_dir / "kafka-truststore.p12"
+    shutil.copy(TLS_DIR / "truststore.p12", truststore)
+    settings = {
+        "kafka.bootstrap.servers": SSL_BOOTSTRAP,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": alice_login(SCRAM_LOGIN_MODULE, "alice-secret"),
+        "kafka.ssl.truststore.type": "PKCS12",
+        "kafka.ssl.truststore.location": truststore.name,
+        "kafka.ssl.truststore.password": TLS_PASSWORD,
+    }
+    job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "2")
+    job += tuple(f"--option={name}={value}" for name, value in settings.items())
+
+    assert run_drain_job(topic, group, tmp_path / "unshipped", *job, cwd=driver_dir) != 0
+    failure = (tmp_path / "unshipped" / "out" / "failure.txt").read_text()
+    assert "[KAFKA_SHARE_CLIENT_NOT_CREATED] Could not create Kafka's share consumer of slot" in failure, (
+        failure
+    )
+    assert f"Failed to load SSL keystore {truststore.name} of type PKCS12" in failure, failure
+    assert "ship it with spark-submit --files (or spark.files)" in failure
+    assert TLS_PASSWORD not in failure
+    assert drained_rows(tmp_path / "unshipped") == []
+
+    shipped = ("--spark-conf", f"spark.files={truststore}")
+    assert run_drain_job(topic, group, tmp_path / "shipped", *job, *shipped, cwd=driver_dir) == 0
+    lost, duplicated = lost_and_duplicated(
+        expected, [value for value, _ in drained_rows(tmp_path / "shipped")]
+    )
+    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     assert kafka.unfinished(group, topic) == 0

@@ -37,7 +37,8 @@ occupying task writes `<out>/occupy-ended` if its time runs out. `--stop-while-o
 busy for S seconds, stops the query while it is, writes `<out>/stopped` and keeps the application up
 until `<out>/done` appears (or S seconds pass).
 
-A run that finishes writes its last progress's source metrics to `<out>/metrics.json`.
+A run that finishes writes its last progress's source metrics to `<out>/metrics.json`; a
+Trigger.AvailableNow query that fails writes its error to `<out>/failure.txt`.
 
 `--kill-at` SIGKILLs the driver JVM at one stage of the first batch that holds records (whose rows
 are kept in `<out>/killed.json` when the sink got to see them):
@@ -68,6 +69,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -444,7 +446,11 @@ elif args.stop_once_read:
         spark.sparkContext.cancelJobGroup("occupy-executor")
 else:
     query = writer.trigger(availableNow=True).start()
-    query.awaitTermination()
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as failure:
+        (out / "failure.txt").write_text(str(failure))
+        raise
 # On stderr, which a failing test shows: what each batch read and how the source settled records.
 for progress in query.recentProgress:
     source = progress["sources"][0]
