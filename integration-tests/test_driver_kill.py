@@ -8,6 +8,8 @@ import json
 import time
 from pathlib import Path
 
+from confluent_kafka import OFFSET_END, TopicPartition
+
 from conftest import (
     KafkaCluster,
     drained_rows,
@@ -63,6 +65,34 @@ def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit
     # Exactly once in the committed batches, but for the released records, which come once more.
     assert set(duplicated) == released, f"not released, yet twice: {sorted(set(duplicated) - released)[:5]}"
     assert released <= {value for value, count in rows if count >= 2}
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_batch_to_re_run_whose_records_are_deleted_fails_saying_so_and_a_new_checkpoint_goes_on(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    # Under two-phase-commit the restart must re-run the killed batch with the records it logged. If
+    # retention removed them meanwhile (here Admin deleteRecords), it cannot: the query fails with
+    # what to do, and doing that (a new checkpoint) reads on from the group's position.
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(1_000, "a"))
+    job = ("--strategy", "two-phase-commit")
+    assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
+    assert json.loads((tmp_path / "out" / "killed.json").read_text()), "killed before the sink saw a record"
+    for future in kafka.admin.delete_records([TopicPartition(topic, 0, OFFSET_END)]).values():
+        future.result(timeout=30)
+    kafka.produce(topic, values(300, "b"))
+
+    assert run_drain_job(topic, group, tmp_path, *job) != 0
+    failure = (tmp_path / "out" / "failure.txt").read_text()
+    assert "[KAFKA_SHARE_REPLAY_RECORDS_GONE] The batch of round" in failure, failure
+    assert f"Kafka no longer has some of them, for example {topic}-0@0" in failure, failure
+    assert "restart the query from a new checkpoint location" in failure
+
+    assert run_drain_job(topic, group, tmp_path / "new-checkpoint", *job) == 0
+    rows = drained_rows(tmp_path / "new-checkpoint")
+    lost, duplicated = lost_and_duplicated(values(300, "b"), [value for value, _ in rows])
+    assert (lost, duplicated, len(rows)) == (set(), {}, 300)
     assert kafka.unfinished(group, topic) == 0
 
 
