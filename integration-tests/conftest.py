@@ -32,9 +32,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from spark_kafka_share import release_or_dead_letter
 
 # Re-exported: the tests take them from here, the jobs from jobs/share_metrics.py.
 from jobs.share_metrics import acknowledged as acknowledged
@@ -308,46 +306,6 @@ def drain_values(spark: SparkSession, df: DataFrame) -> list[str]:
         return sorted(r.v for r in spark.sql(f"select cast(value as string) v from {name}").collect())
     finally:
         spark.catalog.dropTempView(name)
-
-
-def drain_dead_lettering(
-    make_df: Callable[[], DataFrame],
-    checkpoint: Path,
-    poison: list[str],
-    dead_letters: str,
-    processed: list[str],
-) -> bool:
-    """Drains the explicit-mode stream `make_df` builds with Trigger.AvailableNow from `checkpoint`:
-    each batch parks its `poison` values at their first delivery with `release_or_dead_letter` into
-    `dead_letters`, then adds its other values to `processed`. Whether the query ended in time."""
-
-    def sink(batch: DataFrame, _batch_id: int) -> None:
-        rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
-        failed = batch.filter(F.col("value").cast("string").isin(*poison))
-        release_or_dead_letter(batch, failed, max_deliveries=1, dead_letter_topic=dead_letters)
-        processed.extend(v for v in rows if v not in poison)
-
-    writer = make_df().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    return bool(writer.trigger(availableNow=True).start().awaitTermination(120))
-
-
-def assert_each_processed_or_dead_lettered_once(
-    kafka: KafkaCluster,
-    group: str,
-    topic: str,
-    expected: list[str],
-    poison: list[str],
-    dead_letters: str,
-    processed: list[str],
-) -> None:
-    """After `drain_dead_lettering`: every value of `topic` was processed or copied to `dead_letters`,
-    once, and the group has nothing left of it."""
-    lost, duplicated = lost_and_duplicated([v for v in expected if v not in poison], processed)
-    assert not lost
-    assert not duplicated
-    copies = kafka.consume_all(dead_letters, expected_count=len(poison))
-    assert sorted(c.value for c in copies) == sorted(poison)
-    assert kafka.unfinished(group, topic) == 0
 
 
 def batch_committed(query: StreamingQuery, batch_id: int) -> bool:

@@ -28,12 +28,11 @@ from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
 from conftest import (
     KafkaCluster,
-    assert_each_processed_or_dead_lettered_once,
-    drain_dead_lettering,
     drain_values,
     local_broker,
     values,
 )
+from test_explicit_acknowledgement import assert_each_processed_or_dead_lettered_once, drain_dead_lettering
 from test_security import SASL_BOOTSTRAP, failure_of, sasl_stream
 
 # A SASL user may do anything on a resource no ACL names, so a grant on a topic or group limits alice

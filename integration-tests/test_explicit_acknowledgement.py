@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,6 @@ from spark_kafka_share import (
 from conftest import (
     KafkaCluster,
     acknowledged,
-    assert_each_processed_or_dead_lettered_once,
-    drain_dead_lettering,
     lost_and_duplicated,
     share_stream,
     source_metrics,
@@ -334,6 +332,46 @@ def test_a_batch_evaluated_again_by_tasks_that_fail_once_has_the_same_records(
     lost, duplicated = lost_and_duplicated(expected, first)
     assert not lost
     assert not duplicated
+    assert kafka.unfinished(group, topic) == 0
+
+
+def drain_dead_lettering(
+    make_df: Callable[[], DataFrame],
+    checkpoint: Path,
+    poison: list[str],
+    dead_letters: str,
+    processed: list[str],
+) -> bool:
+    """Drains the explicit-mode stream `make_df` builds with Trigger.AvailableNow from `checkpoint`:
+    each batch parks its `poison` values at their first delivery with `release_or_dead_letter` into
+    `dead_letters`, then adds its other values to `processed`. Whether the query ended in time."""
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
+        failed = batch.filter(F.col("value").cast("string").isin(*poison))
+        release_or_dead_letter(batch, failed, max_deliveries=1, dead_letter_topic=dead_letters)
+        processed.extend(v for v in rows if v not in poison)
+
+    writer = make_df().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    return bool(writer.trigger(availableNow=True).start().awaitTermination(120))
+
+
+def assert_each_processed_or_dead_lettered_once(
+    kafka: KafkaCluster,
+    group: str,
+    topic: str,
+    expected: list[str],
+    poison: list[str],
+    dead_letters: str,
+    processed: list[str],
+) -> None:
+    """After `drain_dead_lettering`: every value of `topic` was processed or copied to `dead_letters`,
+    once, and the group has nothing left of it."""
+    lost, duplicated = lost_and_duplicated([v for v in expected if v not in poison], processed)
+    assert not lost
+    assert not duplicated
+    copies = kafka.consume_all(dead_letters, expected_count=len(poison))
+    assert sorted(c.value for c in copies) == sorted(poison)
     assert kafka.unfinished(group, topic) == 0
 
 

@@ -440,3 +440,63 @@ def test_a_running_query_fails_with_a_clear_error_once_the_cluster_stays_unreach
     assert "[KAFKA_SHARE_BROKER_UNREACHABLE]" in message
     assert f"Could not reach the Kafka cluster at {BOOTSTRAP} within 2000 ms" in message
     assert "'fetchOffset.numRetries'" in message
+
+
+def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_leaves(
+    request: pytest.FixtureRequest, spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    # The broker allows a group two members, and another application's consumer holds one place when
+    # the query's two consumers ask to join: one is turned away, and Kafka's client gives up on the
+    # group for good. The query reads on through the other, and once that application leaves, the
+    # slot's consumer in the next round takes the place. (Before, it read nothing for the rest of the run.)
+    restart_broker_with(request, {"group.share.max.size": "2"})
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(500, "a"))
+    other = kafka.share_consumer(group)
+    other.subscribe([kafka.new_topic()])  # a member, of another topic: it takes none of the query's records
+
+    def members() -> list[str]:
+        return [m["clientId"] for m in kafka.group_state(group)["members"]]
+
+    wait_until(lambda: not other.poll(0.5) and len(members()) == 1, 30, "the other application joined")
+    read: list[str] = []
+    df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "2"})
+    query = (
+        df.writeStream.foreachBatch(
+            lambda batch, _: read.extend(r.v for r in batch.selectExpr("cast(value as string) v").collect())
+        )
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(
+            lambda: query.exception() is not None or len(read) >= 500,
+            60,
+            "the query read through one consumer",
+        )
+        assert len(members()) == 2, members()
+
+        # An idle query plans no rounds: the slot asks again in the next round, once records arrive.
+        other.close()
+        kafka.produce(topic, values(500, "b"))
+        query_clients = f"kafka-share-{group}-"
+        wait_until(
+            lambda: (
+                query.exception() is not None
+                or (
+                    len(read) >= 1000
+                    and len(members()) == 2
+                    and all(c.startswith(query_clients) for c in members())
+                )
+            ),
+            60,
+            "the query read the rest, and the turned-away slot's consumer joined",
+            members,
+        )
+        assert query.exception() is None, str(query.exception())
+    finally:
+        query.stop()
+    lost, duplicated = lost_and_duplicated(values(500, "a") + values(500, "b"), read)
+    assert not lost
+    assert not duplicated
+    assert kafka.unfinished(group, topic) == 0

@@ -121,15 +121,16 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
         // Sent on their own, not with the poll: if the broker refuses some (their locks expired), a
         // fetch carrying them has been seen to hand the same records back to this client again and again.
         if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
-        if (partition.poll && slot.config != consumerConfig) {
+        if (partition.poll && (slot.config != consumerConfig || slot.turnedAwayAsGroupFull)) {
           counts.addAll(slot.drainAcknowledgementEvents().byMetric)
           slot = ShareConsumerPool.replace(slot, consumerConfig, partition.groupLimits)
         }
         if (partition.poll) {
-          // Counted before the poll: a first poll may end before the records assigned to it arrive,
-          // so the driver takes no round a consumer joined in as showing partitions empty.
-          if (slot.joinsWithNextPoll(partition.topics)) counts.add(_.joined, 1)
+          // A first poll may end before the records assigned to it arrive, so the driver takes no round
+          // a consumer joined in as showing partitions empty; one the full group turned away never joined.
+          val joins = slot.joinsWithNextPoll(partition.topics)
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+          if (joins && !slot.turnedAwayAsGroupFull) counts.add(_.joined, 1)
           counts.addAll(acquisitions(polled))
           recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala
         } else {

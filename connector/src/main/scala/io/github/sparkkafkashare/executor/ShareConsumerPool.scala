@@ -130,15 +130,19 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   /**
    * Swaps a borrowed slot's consumer for one with `config`: the query's poll sizes changed with the
-   * partitions it subscribes to. The caller has settled the slot, so closing it releases only what
-   * the client took in ahead (delivered again), and the new consumer joins the group in its place.
-   * Returns the new slot, borrowed.
+   * partitions it subscribes to, or the group turned the consumer away. The caller has settled the
+   * slot, so closing it releases only what the client took in ahead (delivered again), and the new
+   * consumer joins the group in its place. Returns the new slot, borrowed.
    */
   def replace(slot: ShareConsumerSlot, config: java.util.Map[String, Object], limits: GroupLimits)
       : ShareConsumerSlot = {
     val pollSize = ConsumerConfig.MAX_POLL_RECORDS_CONFIG
-    logInfo(s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from " +
-      s"${slot.config.get(pollSize)} to ${config.get(pollSize)} (the subscribed partitions or the group's lock limit changed).")
+    if (slot.turnedAwayAsGroupFull) {
+      logDebug(s"Slot ${slot.key.slot}: replacing its consumer, which the full group turned away, to ask again.")
+    } else {
+      logInfo(s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from ${slot.config.get(pollSize)} " +
+        s"to ${config.get(pollSize)} (the subscribed partitions or the group's lock limit changed).")
+    }
     close(slot.key, committedThrough = -1L, AcknowledgementMarks.None)
     slot.lock.unlock()
     borrow(slot.key, config, limits)

@@ -15,7 +15,8 @@ import io.github.sparkkafkashare.options.ShadedKafkaNames
 import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.{KafkaException, TopicIdPartition}
-import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException, InvalidRecordStateException}
+import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException, GroupMaxSizeReachedException,
+  InvalidRecordStateException}
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
@@ -105,6 +106,13 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * and the query would run on, reading nothing. Every later round throws it again instead.
    */
   @volatile private var groupRefusal: Option[GroupAuthorizationException] = None
+  /**
+   * The group had as many members as the broker allows (`group.share.max.size`) when this consumer
+   * asked to join. Kafka's client then gives up on the group for good, so the slot's next task
+   * replaces the consumer with one that asks again: the query takes the place once another member
+   * leaves (say, one of its own previous run's, whose session outlives a crash).
+   */
+  @volatile private var turnedAway = false
   /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
   private var marks: AcknowledgementMarks = AcknowledgementMarks.None
@@ -281,7 +289,13 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       else acquiredAhead.getOrElse {
         val wait = if (polledOnce) timeout else firstPollTimeout(timeout)
         polledOnce = true
-        pollUntilRecords(wait)
+        try pollUntilRecords(wait) catch {
+          case e: GroupMaxSizeReachedException =>
+            turnedAway = true
+            stopped = true // the renewer leaves it alone
+            ShareConsumerSlot.warnTurnedAway(key, e)
+            new HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
+        }
       }
     acquiredAhead = None
     val locked = if (renewDue(polled)) renew(polled) else polled
@@ -291,6 +305,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     logDebug(s"Slot ${key.slot}, round $round: acquired ${locked.size} records")
     locked.records
   }
+
+  /** Whether the group was full when this consumer asked to join: it will never be a member ([[turnedAway]]). */
+  def turnedAwayAsGroupFull: Boolean = turnedAway
 
   /** Whether polling `topics` next is this consumer's first poll, the one that joins the group ([[firstPollTimeout]]). */
   def joinsWithNextPoll(topics: Set[String]): Boolean = !polledOnce && topics.nonEmpty
@@ -453,4 +470,19 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private val AssignmentMargin = Duration.ofMillis(200)
   /** A new group's first consumer has records about 0.5 s after it joined (docs/benchmarks.md, "Joining the group"). */
   private val JoinAndFetch = Duration.ofSeconds(1)
+}
+
+private object ShareConsumerSlot extends Logging {
+  private val WarnInterval = Duration.ofMinutes(1)
+  private val lastWarnedNanos = new AtomicLong(System.nanoTime() - WarnInterval.toNanos)
+
+  /** At most once a minute per JVM: while the group stays full, every round of the slot is turned away. */
+  def warnTurnedAway(key: SlotKey, e: GroupMaxSizeReachedException): Unit = {
+    val last = lastWarnedNanos.get()
+    if (System.nanoTime() - last >= WarnInterval.toNanos && lastWarnedNanos.compareAndSet(last, System.nanoTime())) {
+      logWarning(s"Slot ${key.slot}: the share group turned its consumer away (${e.getMessage}). The slot reads " +
+        "nothing and asks again each round; the query's other consumers read on. Lower 'kafka.share.parallelism', " +
+        "stop other members of the group, or raise the broker's group.share.max.size.")
+    }
+  }
 }
