@@ -22,7 +22,6 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
@@ -32,7 +31,7 @@ from conftest import (
     local_broker,
     values,
 )
-from test_explicit_acknowledgement import assert_each_processed_or_dead_lettered_once, drain_dead_lettering
+from test_explicit_acknowledgement import DeadLetteringDrain
 from test_security import SASL_BOOTSTRAP, failure_of, sasl_stream
 
 # A SASL user may do anything on a resource no ACL names, so a grant on a topic or group limits alice
@@ -194,7 +193,6 @@ def test_dead_lettering_without_write_on_the_dead_letter_topic_fails_the_batch_a
     topic = kafka.new_topic(partitions=2)
     dead_letters = kafka.new_topic()
     expected = values(100)
-    poison = expected[::25]
     kafka.produce(topic, expected)
     acls(
         "User:alice",
@@ -214,31 +212,22 @@ def test_dead_lettering_without_write_on_the_dead_letter_topic_fails_the_batch_a
             (ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
         ],
     )
-    processed: list[str] = []
-
-    def drain() -> bool:
-        return drain_dead_lettering(
-            lambda: sasl_stream(
-                spark, topic, group, "alice-secret", **{"kafka.share.acknowledgment.mode": "explicit"}
-            ),
-            tmp_path / "checkpoint",
-            poison,
-            dead_letters,
-            processed,
-        )
-
-    with pytest.raises(StreamingQueryException) as failure:
-        drain()
-    message = str(failure.value)
-    assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {SASL_BOOTSTRAP} refused" in message, message
-    assert f"records to the dead-letter topic '{dead_letters}'): TopicAuthorizationException" in message, (
-        message
+    explicit = {"kafka.share.acknowledgment.mode": "explicit"}
+    drain = DeadLetteringDrain(
+        lambda: sasl_stream(spark, topic, group, "alice-secret", **explicit),
+        tmp_path / "checkpoint",
+        topic,
+        expected,
+        dead_letters,
     )
+
+    message = drain.failure()
+    assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {SASL_BOOTSTRAP} refused" in message, message
+    refused = f"records to the dead-letter topic '{dead_letters}'): TopicAuthorizationException"
+    assert refused in message, message
     assert "WRITE on the dead-letter topic that release_or_dead_letter() names" in message
 
     # The refused copies rejected nothing: with WRITE, the query picks the records up again.
     acls("User:alice", [(ResourceType.TOPIC, dead_letters, AclOperation.WRITE)])
-    assert drain()
-    assert_each_processed_or_dead_lettered_once(
-        kafka, group, topic, expected, poison, dead_letters, processed
-    )
+    assert drain.run()
+    drain.assert_each_processed_or_dead_lettered_once(kafka, group)

@@ -335,44 +335,60 @@ def test_a_batch_evaluated_again_by_tasks_that_fail_once_has_the_same_records(
     assert kafka.unfinished(group, topic) == 0
 
 
-def drain_dead_lettering(
-    make_df: Callable[[], DataFrame],
-    checkpoint: Path,
-    poison: list[str],
-    dead_letters: str,
-    processed: list[str],
-) -> bool:
-    """Drains the explicit-mode stream `make_df` builds with Trigger.AvailableNow from `checkpoint`:
-    each batch parks its `poison` values at their first delivery with `release_or_dead_letter` into
-    `dead_letters`, then adds its other values to `processed`. Whether the query ended in time."""
+class DeadLetteringDrain:
+    """Drains, with Trigger.AvailableNow from a checkpoint of its own, the explicit-mode stream of
+    `topic` that `make_df` builds: each batch parks its `poison` values at their first delivery with
+    `release_or_dead_letter` into `dead_letters`, and keeps its other values in `processed`. Run
+    again after a failure, it goes on from the checkpoint."""
 
-    def sink(batch: DataFrame, _batch_id: int) -> None:
-        rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
-        failed = batch.filter(F.col("value").cast("string").isin(*poison))
-        release_or_dead_letter(batch, failed, max_deliveries=1, dead_letter_topic=dead_letters)
-        processed.extend(v for v in rows if v not in poison)
+    def __init__(
+        self,
+        make_df: Callable[[], DataFrame],
+        checkpoint: Path,
+        topic: str,
+        expected: list[str],
+        dead_letters: str,
+    ) -> None:
+        self.make_df, self.checkpoint, self.topic, self.dead_letters = (
+            make_df,
+            checkpoint,
+            topic,
+            dead_letters,
+        )
+        self.expected, self.poison = expected, expected[::25]
+        self.processed: list[str] = []
 
-    writer = make_df().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    return bool(writer.trigger(availableNow=True).start().awaitTermination(120))
+    def run(self) -> bool:
+        """Whether the query ended in time; raises its failure."""
 
+        def sink(batch: DataFrame, _batch_id: int) -> None:
+            rows = [r.v for r in batch.selectExpr("cast(value as string) v").collect()]
+            failed = batch.filter(F.col("value").cast("string").isin(*self.poison))
+            release_or_dead_letter(batch, failed, max_deliveries=1, dead_letter_topic=self.dead_letters)
+            self.processed.extend(v for v in rows if v not in self.poison)
 
-def assert_each_processed_or_dead_lettered_once(
-    kafka: KafkaCluster,
-    group: str,
-    topic: str,
-    expected: list[str],
-    poison: list[str],
-    dead_letters: str,
-    processed: list[str],
-) -> None:
-    """After `drain_dead_lettering`: every value of `topic` was processed or copied to `dead_letters`,
-    once, and the group has nothing left of it."""
-    lost, duplicated = lost_and_duplicated([v for v in expected if v not in poison], processed)
-    assert not lost
-    assert not duplicated
-    copies = kafka.consume_all(dead_letters, expected_count=len(poison))
-    assert sorted(c.value for c in copies) == sorted(poison)
-    assert kafka.unfinished(group, topic) == 0
+        writer = (
+            self.make_df().writeStream.foreachBatch(sink).option("checkpointLocation", str(self.checkpoint))
+        )
+        return bool(writer.trigger(availableNow=True).start().awaitTermination(120))
+
+    def failure(self) -> str:
+        """The message of the failure the next run ends with."""
+        with pytest.raises(StreamingQueryException) as failure:
+            self.run()
+        return str(failure.value)
+
+    def assert_each_processed_or_dead_lettered_once(self, kafka: KafkaCluster, group: str) -> None:
+        """Every value was processed or copied to the dead-letter topic, once, and the group has
+        nothing left of the topic."""
+        lost, duplicated = lost_and_duplicated(
+            [v for v in self.expected if v not in self.poison], self.processed
+        )
+        assert not lost
+        assert not duplicated
+        copies = kafka.consume_all(self.dead_letters, expected_count=len(self.poison))
+        assert sorted(c.value for c in copies) == sorted(self.poison)
+        assert kafka.unfinished(group, self.topic) == 0
 
 
 @STRATEGIES
@@ -416,33 +432,24 @@ def test_a_dead_letter_topic_that_does_not_exist_fails_the_batch_and_loses_nothi
 ) -> None:
     # The broker creates no topic on first write (auto.create.topics.enable=false, as on most clusters).
     topic = kafka.new_topic(partitions=2)
-    dead_letters = f"{topic}-dead-letters"
     expected = values(100)
-    poison = expected[::25]
     kafka.produce(topic, expected)
-    processed: list[str] = []
+    drain = DeadLetteringDrain(
+        lambda: share_stream(spark, topic, group, **EXPLICIT, **{"kafka.max.block.ms": "3000"}),
+        tmp_path / "checkpoint",
+        topic,
+        expected,
+        f"{topic}-dead-letters",
+    )
 
-    def drain() -> bool:
-        return drain_dead_lettering(
-            lambda: share_stream(spark, topic, group, **EXPLICIT, **{"kafka.max.block.ms": "3000"}),
-            tmp_path / "checkpoint",
-            poison,
-            dead_letters,
-            processed,
-        )
-
-    with pytest.raises(StreamingQueryException) as failure:
-        drain()
-    message = str(failure.value)
+    message = drain.failure()
     assert "[KAFKA_SHARE_DEAD_LETTERS_NOT_SENT]" in message, message
     # Kafka's reason: its producer waited kafka.max.block.ms for the topic, and the broker said it has none.
     missing = "UnknownTopicOrPartitionException: This server does not host this topic-partition"
-    assert f"records to the dead-letter topic '{dead_letters}': {missing}" in message, message
+    assert f"records to the dead-letter topic '{drain.dead_letters}': {missing}" in message, message
 
     # Nothing was marked, so the poison records are still the group's: once the topic exists, the
     # query run again parks them.
-    kafka.new_topic_named(dead_letters)
-    assert drain()
-    assert_each_processed_or_dead_lettered_once(
-        kafka, group, topic, expected, poison, dead_letters, processed
-    )
+    kafka.new_topic_named(drain.dead_letters)
+    assert drain.run()
+    drain.assert_each_processed_or_dead_lettered_once(kafka, group)
