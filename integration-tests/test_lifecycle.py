@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StreamingQuery
 from conftest import (
     BOOTSTRAP,
     KafkaCluster,
+    drain_values,
     local_broker,
     lost_and_duplicated,
     restart_broker_with,
@@ -451,7 +452,6 @@ def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_lea
     # slot's consumer in the next round takes the place. (Before, it read nothing for the rest of the run.)
     restart_broker_with(request, {"group.share.max.size": "2"})
     topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(500, "a"))
     other = kafka.share_consumer(group)
     other.subscribe([kafka.new_topic()])  # a member, of another topic: it takes none of the query's records
 
@@ -459,10 +459,16 @@ def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_lea
         return [m["clientId"] for m in kafka.group_state(group)["members"]]
 
     wait_until(lambda: not other.poll(0.5) and len(members()) == 1, 30, "the other application joined")
+    two_consumers = {"startingOffsets": "earliest", "kafka.share.parallelism": "2"}
+    # A drain reads everything through the consumer that joined, and ends.
+    kafka.produce(topic, values(500, "a"))
+    assert drain_values(spark, share_stream(spark, topic, group, **two_consumers)) == values(500, "a")
+
+    kafka.produce(topic, values(500, "b"))
     read: list[str] = []
-    df = share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "2"})
     query = (
-        df.writeStream.foreachBatch(
+        share_stream(spark, topic, group, **two_consumers)
+        .writeStream.foreachBatch(
             lambda batch, _: read.extend(r.v for r in batch.selectExpr("cast(value as string) v").collect())
         )
         .trigger(processingTime="500 milliseconds")
@@ -478,7 +484,7 @@ def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_lea
 
         # An idle query plans no rounds: the slot asks again in the next round, once records arrive.
         other.close()
-        kafka.produce(topic, values(500, "b"))
+        kafka.produce(topic, values(500, "c"))
         query_clients = f"kafka-share-{group}-"
         wait_until(
             lambda: (
@@ -494,9 +500,11 @@ def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_lea
             members,
         )
         assert query.exception() is None, str(query.exception())
+        # One join each: the consumers turned away meanwhile, one a round, never joined.
+        assert source_metrics(query)["consumersJoined"] == "2"
     finally:
         query.stop()
-    lost, duplicated = lost_and_duplicated(values(500, "a") + values(500, "b"), read)
+    lost, duplicated = lost_and_duplicated(values(500, "b") + values(500, "c"), read)
     assert not lost
     assert not duplicated
     assert kafka.unfinished(group, topic) == 0

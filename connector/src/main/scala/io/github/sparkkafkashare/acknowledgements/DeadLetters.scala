@@ -31,12 +31,12 @@ private[sparkkafkashare] object DeadLetters {
   def send(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = if (records.nonEmpty) {
     val action = s"copying ${records.size} records to the dead-letter topic '$topic'"
     try copy(connection, topic, records) catch {
-      case e: ExecutionException => throw failure(connection, topic, action, e.getCause)
-      case e: KafkaException => throw failure(connection, topic, action, e)
+      case e: ExecutionException => throw failure(connection, action, e.getCause)
+      case e: KafkaException => throw failure(connection, action, e)
     }
   }
 
-  private def failure(connection: KafkaConnection, topic: String, action: String, e: Throwable): Throwable = e match {
+  private def failure(connection: KafkaConnection, action: String, e: Throwable): Throwable = e match {
     case _: AuthenticationException => KafkaShareErrors.authenticationFailed(connection.bootstrapServers, action, e)
     case _: AuthorizationException => KafkaShareErrors.notAuthorized(connection.bootstrapServers, action, e)
     case _ => KafkaShareErrors.deadLettersNotSent(connection.bootstrapServers, action, e)

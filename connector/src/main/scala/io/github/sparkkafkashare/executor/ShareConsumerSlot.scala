@@ -289,13 +289,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       else acquiredAhead.getOrElse {
         val wait = if (polledOnce) timeout else firstPollTimeout(timeout)
         polledOnce = true
-        try pollUntilRecords(wait) catch {
-          case e: GroupMaxSizeReachedException =>
-            turnedAway = true
-            stopped = true // the renewer leaves it alone
-            ShareConsumerSlot.warnTurnedAway(key, e)
-            new HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
-        }
+        pollUntilRecords(wait)
       }
     acquiredAhead = None
     val locked = if (renewDue(polled)) renew(polled) else polled
@@ -333,7 +327,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     // what the longer polls bring was fetched after it started.
     var polled = pollDated(Duration.ZERO)
     var remaining = deadline - System.nanoTime() // read once per turn: a later read could be negative
-    while (polled.size == 0 && remaining > 0) {
+    while (polled.size == 0 && remaining > 0 && !turnedAway) {
       polled = pollDated(Duration.ofNanos(remaining))
       remaining = deadline - System.nanoTime()
     }
@@ -344,7 +338,13 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private def pollDated(timeout: Duration): HeldRecords = {
     val startedAt = System.nanoTime()
     val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]]()
-    consumer.poll(timeout).forEach(r => list.add(r))
+    // From a task's poll or the renewer's, whichever first meets it ([[turnedAway]]): the slot's next task replaces it.
+    try consumer.poll(timeout).forEach(r => list.add(r)) catch {
+      case e: GroupMaxSizeReachedException =>
+        turnedAway = true
+        stopped = true // polls no more: the renewer leaves it alone
+        ShareConsumerSlot.warnTurnedAway(key, e)
+    }
     val dated = new HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos)
     fetchingInBackground = list.isEmpty
     if (list.isEmpty) bufferEmptySinceNanos = startedAt
