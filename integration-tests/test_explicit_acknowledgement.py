@@ -337,9 +337,9 @@ def test_a_batch_evaluated_again_by_tasks_that_fail_once_has_the_same_records(
 
 class DeadLetteringDrain:
     """Drains, with Trigger.AvailableNow from a checkpoint of its own, the explicit-mode stream of
-    `topic` that `make_df` builds: each batch parks its `poison` values at their first delivery with
-    `release_or_dead_letter` into `dead_letters`, and keeps its other values in `processed`. Run
-    again after a failure, it goes on from the checkpoint."""
+    `topic` that `make_df` builds: each batch parks the poison values (every 25th of `expected`) at
+    their first delivery with `release_or_dead_letter` into `dead_letters`, and keeps its other values
+    in `processed`. Run again after a failure, it goes on from the checkpoint."""
 
     def __init__(
         self,
@@ -349,13 +349,12 @@ class DeadLetteringDrain:
         expected: list[str],
         dead_letters: str,
     ) -> None:
-        self.make_df, self.checkpoint, self.topic, self.dead_letters = (
-            make_df,
-            checkpoint,
-            topic,
-            dead_letters,
-        )
-        self.expected, self.poison = expected, expected[::25]
+        self.make_df = make_df
+        self.checkpoint = checkpoint
+        self.topic = topic
+        self.dead_letters = dead_letters
+        self.expected = expected
+        self.poison = expected[::25]
         self.processed: list[str] = []
 
     def run(self) -> bool:
