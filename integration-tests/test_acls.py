@@ -7,6 +7,8 @@ tests' own, are super users."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,11 +30,14 @@ from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 from conftest import (
     KafkaCluster,
     drain_values,
+    drained_rows,
     local_broker,
+    lost_and_duplicated,
+    run_drain_job,
     values,
 )
 from test_explicit_acknowledgement import DeadLetteringDrain
-from test_security import SASL_BOOTSTRAP, failure_of, sasl_stream
+from test_security import PLAIN_LOGIN_MODULE, SASL_BOOTSTRAP, alice_login, failure_of, sasl_stream
 
 # A SASL user may do anything on a resource no ACL names, so a grant on a topic or group limits alice
 # to what it grants there.
@@ -72,11 +77,21 @@ def acls(kafka: KafkaCluster) -> Iterator[Callable[[str, list[Acl]], None]]:
         AclBindingFilter(
             b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
         )
-        for b in made
+        for b in dict.fromkeys(made)  # a test may grant one ACL again, after revoking it
     ]
     if filters:
         for future in kafka.admin.delete_acls(filters).values():
             future.result(timeout=30)
+
+
+def revoke(kafka: KafkaCluster, principal: str, entries: list[Acl]) -> None:
+    """Takes back ACLs that `acls` granted, within the test."""
+    filters = [
+        AclBindingFilter(kind, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW)
+        for kind, name, op in entries
+    ]
+    for future in kafka.admin.delete_acls(filters).values():
+        future.result(timeout=30)
 
 
 def alice_admin() -> AdminClient:
@@ -231,3 +246,45 @@ def test_dead_lettering_without_write_on_the_dead_letter_topic_fails_the_batch_a
     acls("User:alice", [(ResourceType.TOPIC, dead_letters, AclOperation.WRITE)])
     assert drain.run()
     drain.assert_each_processed_or_dead_lettered_once(kafka, group)
+
+
+def test_a_batch_to_re_run_that_the_principal_may_no_longer_read_fails_saying_so_and_runs_once_it_may(
+    kafka: KafkaCluster, group: str, acls: Callable[[str, list[Acl]], None], tmp_path: Path
+) -> None:
+    # Under two-phase-commit the restart reads the killed batch back with a consumer of its own, which
+    # met a refusal with Kafka's raw exception, under the shaded class name.
+    topic = kafka.new_topic()
+    expected = values(1_000)
+    kafka.produce(topic, expected)
+    read_topic: Acl = (ResourceType.TOPIC, topic, AclOperation.READ)
+    acls(
+        "User:alice",
+        [
+            read_topic,
+            (ResourceType.GROUP, group, AclOperation.READ),
+            (ResourceType.GROUP, group, AclOperation.ALTER_CONFIGS),
+        ],
+    )
+    login = alice_login(PLAIN_LOGIN_MODULE, "alice-secret")
+    as_alice = [f"kafka.bootstrap.servers={SASL_BOOTSTRAP}", "kafka.security.protocol=SASL_PLAINTEXT"]
+    as_alice += ["kafka.sasl.mechanism=PLAIN", f"kafka.sasl.jaas.config={login}"]
+    job = ["--strategy", "two-phase-commit", *(arg for option in as_alice for arg in ("--option", option))]
+    assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
+    assert json.loads((tmp_path / "out" / "killed.json").read_text()), "killed before the sink saw a record"
+
+    # DESCRIBE lets the driver's Admin calls through: the read-back meets the refusal.
+    revoke(kafka, "User:alice", [read_topic])
+    acls("User:alice", [(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)])
+    assert run_drain_job(topic, group, tmp_path, *job) != 0
+    failure = (tmp_path / "out" / "failure.txt").read_text()
+    assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {SASL_BOOTSTRAP} refused" in failure, failure
+    read_back = r"\(reading back \d+ records of slot \d+ to re-run the batch of round \d+\)"
+    read_back += ": TopicAuthorizationException"
+    assert re.search(read_back, failure), failure
+
+    acls("User:alice", [read_topic])
+    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
+    assert (lost, duplicated) == (set(), {})
+    assert kafka.unfinished(group, topic) == 0

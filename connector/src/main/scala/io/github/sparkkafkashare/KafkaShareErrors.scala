@@ -3,6 +3,7 @@ package io.github.sparkkafkashare
 import scala.jdk.CollectionConverters._
 
 import org.apache.kafka.common.KafkaException
+import org.apache.kafka.common.errors.{AuthenticationException, AuthorizationException}
 import org.apache.spark.{ErrorClassesJsonReader, SparkThrowable}
 
 import io.github.sparkkafkashare.options.ShadedKafkaNames
@@ -88,6 +89,17 @@ private[sparkkafkashare] object KafkaShareErrors {
   def notAuthorized(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
     runtime(NotAuthorized, cause,
       "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+
+  /**
+   * A login or ACL refusal by the cluster, as the error that says which and what the principal
+   * needs; None for any other failure, which each caller reports in its own terms.
+   */
+  def refusal(bootstrapServers: String, action: String, cause: Throwable): Option[KafkaShareRuntimeException] =
+    cause match {
+      case _: AuthenticationException => Some(authenticationFailed(bootstrapServers, action, cause))
+      case _: AuthorizationException => Some(notAuthorized(bootstrapServers, action, cause))
+      case _ => None
+    }
 
   def clientNotCreated(client: String, groupId: String, cause: Throwable): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_CLIENT_NOT_CREATED", cause, "client" -> client, "groupId" -> groupId, "cause" -> describe(cause))

@@ -9,7 +9,6 @@ import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.options.KafkaConnection
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerConfig, ProducerRecord}
 import org.apache.kafka.common.KafkaException
-import org.apache.kafka.common.errors.{AuthenticationException, AuthorizationException}
 import org.apache.kafka.common.header.internals.RecordHeader
 import org.apache.kafka.common.serialization.ByteArraySerializer
 import org.apache.spark.sql.Row
@@ -36,11 +35,9 @@ private[sparkkafkashare] object DeadLetters {
     }
   }
 
-  private def failure(connection: KafkaConnection, action: String, e: Throwable): Throwable = e match {
-    case _: AuthenticationException => KafkaShareErrors.authenticationFailed(connection.bootstrapServers, action, e)
-    case _: AuthorizationException => KafkaShareErrors.notAuthorized(connection.bootstrapServers, action, e)
-    case _ => KafkaShareErrors.deadLettersNotSent(connection.bootstrapServers, action, e)
-  }
+  private def failure(connection: KafkaConnection, action: String, e: Throwable): Throwable =
+    KafkaShareErrors.refusal(connection.bootstrapServers, action, e)
+      .getOrElse(KafkaShareErrors.deadLettersNotSent(connection.bootstrapServers, action, e))
 
   private def copy(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = {
     val known = ProducerConfig.configNames().asScala

@@ -1,15 +1,19 @@
 package io.github.sparkkafkashare.executor
 
 import java.time.Duration
+import java.util.concurrent.TimeUnit.MILLISECONDS
 
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
+import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, ShadedKafkaNames}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
-import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.{KafkaException, TopicPartition}
+import org.apache.kafka.common.errors.TimeoutException
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
+import org.apache.spark.SparkEnv
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.metric.CustomTaskMetric
 import org.apache.spark.sql.connector.read.PartitionReader
@@ -45,30 +49,63 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   }
 
   private def readBack(wanted: Set[RecordCoordinates]): Map[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] = {
-    val known = ConsumerConfig.configNames().asScala
-    val config = consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
-      ConsumerConfig.GROUP_ID_CONFIG, "share.acknowledgement.mode", "share.acquire.mode") ++ Map(
-      ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
-      ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot")
-    val consumer = new KafkaConsumer[Array[Byte], Array[Byte]](
-      config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArrayDeserializer, new ByteArrayDeserializer)
+    val consumer = newConsumer()
     try {
       val byPartition = wanted.groupBy(c => new TopicPartition(c.topic, c.partition))
       consumer.assign(byPartition.keySet.asJava)
       byPartition.foreach { case (tp, coords) => consumer.seek(tp, coords.map(_.offset).min) }
       val lastOffset = byPartition.map { case (tp, coords) => tp -> coords.map(_.offset).max }
       val found = scala.collection.mutable.Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]]
-      val deadline = System.nanoTime() + KafkaShareReplayReader.ReadBackTimeout.toNanos
+      // A wanted offset that retention removed resets the position to the log's start (earliest), so
+      // every partition ends past its last wanted offset, the records still there read, unless the
+      // cluster stops answering.
       def done = lastOffset.forall { case (tp, last) => consumer.position(tp) > last }
-      while (!done && System.nanoTime() < deadline) {
-        consumer.poll(Duration.ofMillis(200)).forEach { r =>
+      var lastAnswer = System.nanoTime()
+      while (!done) {
+        if (System.nanoTime() - lastAnswer > MILLISECONDS.toNanos(timeoutMs)) {
+          throw new TimeoutException(s"no records came for $timeoutMs ms")
+        }
+        val polled = consumer.poll(Duration.ofMillis(200))
+        if (!polled.isEmpty) lastAnswer = System.nanoTime()
+        polled.forEach { r =>
           val c = RecordCoordinates.of(r)
           if (wanted.contains(c)) found(c) = r
         }
       }
       found.toMap
+    } catch {
+      case e: TimeoutException => throw unreachable(e)
+      case e: KafkaException => throw KafkaShareErrors.refusal(bootstrapServers, action, e).getOrElse(e)
     } finally consumer.close()
   }
+
+  private def newConsumer(): KafkaConsumer[Array[Byte], Array[Byte]] = {
+    val known = ConsumerConfig.configNames().asScala
+    val config = consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
+      ConsumerConfig.GROUP_ID_CONFIG, "share.acknowledgement.mode", "share.acquire.mode") ++ Map(
+      ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
+      ConsumerConfig.AUTO_OFFSET_RESET_CONFIG -> "earliest",
+      ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot")
+    try {
+      ShadedKafkaNames.mirrorSystemProperties() // this JVM may create no other client before a replay
+      new KafkaConsumer[Array[Byte], Array[Byte]](
+        config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArrayDeserializer, new ByteArrayDeserializer)
+    } catch {
+      case e: KafkaException => throw KafkaShareErrors.clientNotCreated(
+        s"replay consumer of slot $slot on executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("?")}",
+        consumerConfig(ConsumerConfig.GROUP_ID_CONFIG), e)
+    }
+  }
+
+  private def bootstrapServers = consumerConfig(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG)
+
+  private def action = s"reading back ${records.size} records of slot $slot to re-run the batch of round $round"
+
+  /** The bound on a wait for the cluster, as for every other call the source makes to it. */
+  private def timeoutMs: Long = consumerConfig.get(KafkaShareSourceOptions.ApiTimeoutConfig)
+    .map(_.trim.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+
+  private def unreachable(cause: Throwable) = KafkaShareErrors.brokerUnreachable(bootstrapServers, timeoutMs, action, cause)
 
   private var current: InternalRow = _
 
@@ -79,8 +116,4 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   override def currentMetricsValues(): Array[CustomTaskMetric] = counts.values
 
   override def close(): Unit = ()
-}
-
-private object KafkaShareReplayReader {
-  val ReadBackTimeout: Duration = Duration.ofSeconds(60)
 }

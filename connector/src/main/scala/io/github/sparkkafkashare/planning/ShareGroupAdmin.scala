@@ -11,7 +11,7 @@ import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptio
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.errors.{AuthenticationException, AuthorizationException, GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
+import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
 import org.apache.spark.internal.Logging
 
 /**
@@ -248,10 +248,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
         throw e.getCause
       // Kafka's TimeoutException is retriable too: errors the Admin client retried until its deadline.
       case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
-      case e: ExecutionException if e.getCause.isInstanceOf[AuthenticationException] =>
-        throw KafkaShareErrors.authenticationFailed(connection.bootstrapServers, action, e)
-      case e: ExecutionException if e.getCause.isInstanceOf[AuthorizationException] =>
-        throw KafkaShareErrors.notAuthorized(connection.bootstrapServers, action, e)
+      case e: ExecutionException => throw KafkaShareErrors.refusal(connection.bootstrapServers, action, e.getCause).getOrElse(e)
     }
 }
 
