@@ -9,6 +9,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import (
     KafkaCluster,
     drained_rows,
@@ -18,7 +20,16 @@ from conftest import (
     values,
     wait_until,
 )
-from test_security import SCRAM_LOGIN_MODULE, SSL_BOOTSTRAP, TLS_DIR, TLS_PASSWORD, alice_login
+from test_security import (
+    OAUTH_ALLOWED_URLS,
+    SCRAM_LOGIN_MODULE,
+    SSL_BOOTSTRAP,
+    TLS_DIR,
+    TLS_PASSWORD,
+    TokenEndpoint,
+    alice_login,
+    oauth_settings,
+)
 
 
 def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_its_consumer(
@@ -229,4 +240,33 @@ def test_a_truststore_only_the_driver_has_fails_on_the_executors_saying_to_ship_
         expected, [value for value, _ in drained_rows(tmp_path / "shipped")]
     )
     assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_batch_re_run_on_new_executors_logs_in_with_kafkas_system_properties(
+    kafka: KafkaCluster, group: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # After a restart under two-phase-commit, the read-back of the batch to re-run is the first Kafka
+    # client an executor JVM creates. It must read the operator's -Dorg.apache.kafka.* properties (here
+    # the token endpoints OAUTHBEARER may use) under the shaded client's names, as the share consumers do.
+    topic = kafka.new_topic()
+    expected = values(1_000)
+    kafka.produce(topic, expected)
+    token_endpoint = TokenEndpoint()
+    request.addfinalizer(token_endpoint.close)
+    allowed = f"-Dorg.apache.kafka.{OAUTH_ALLOWED_URLS}={token_endpoint.url}"
+    job = ("--master", "local-cluster[2,1,1024]", "--strategy", "two-phase-commit")
+    job += ("--spark-conf", f"spark.driver.extraJavaOptions={allowed}")
+    job += ("--spark-conf", f"spark.executor.extraJavaOptions={allowed}")
+    job += tuple(
+        f"--option={name}={value}"
+        for name, value in oauth_settings(token_endpoint.url, "alice-secret").items()
+    )
+    assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
+    assert json.loads((tmp_path / "out" / "killed.json").read_text()), "killed before the sink saw a record"
+
+    assert run_drain_job(topic, group, tmp_path, *job) == 0, (tmp_path / "out" / "failure.txt").read_text()
+    rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
+    assert (lost, duplicated) == (set(), {})
     assert kafka.unfinished(group, topic) == 0

@@ -122,20 +122,27 @@ def scram_ssl_stream(
     return login_stream(spark, topic, group, SSL_BOOTSTRAP, "SCRAM-SHA-512", login, **settings)
 
 
+def oauth_settings(token_endpoint_url: str, secret: str) -> dict[str, str]:
+    """Options that log in to the SASL_SSL listener with OAUTHBEARER, as with an identity provider:
+    Kafka's login handler gets a token for client alice (client secret `secret`) from
+    `token_endpoint_url`."""
+    return {
+        "kafka.bootstrap.servers": SSL_BOOTSTRAP,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.jaas.config": f'{OAUTH_LOGIN_MODULE} required clientId="alice" clientSecret="{secret}";',
+        "kafka.sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": token_endpoint_url,
+        **truststore("pem-value"),
+    }
+
+
 def oauth_ssl_stream(
     spark: SparkSession, topic: str, group: str, token_endpoint_url: str, secret: str
 ) -> DataFrame:
-    """A stream of `topic` through the SASL_SSL listener with OAUTHBEARER, as with an identity
-    provider: Kafka's login handler gets a token for client alice (client secret `secret`) from
-    `token_endpoint_url`."""
-    login = f'{OAUTH_LOGIN_MODULE} required clientId="alice" clientSecret="{secret}";'
-    settings = {
-        "kafka.sasl.login.callback.handler.class": OAUTH_LOGIN_HANDLER,
-        "kafka.sasl.oauthbearer.token.endpoint.url": token_endpoint_url,
-        "startingOffsets": "earliest",
-        **truststore("pem-value"),
-    }
-    return login_stream(spark, topic, group, SSL_BOOTSTRAP, "OAUTHBEARER", login, **settings)
+    """A stream of `topic` from the start, logging in with `oauth_settings`."""
+    settings = oauth_settings(token_endpoint_url, secret)
+    return share_stream(spark, topic, group, startingOffsets="earliest", **settings)
 
 
 class TokenEndpoint:
