@@ -26,6 +26,7 @@ def kafka_local(command: str, data: Path | None = None) -> subprocess.CompletedP
             KAFKA_CONTROLLER_PORT=str(free_port()),
             KAFKA_SASL_PORT=str(free_port()),
             KAFKA_SSL_PORT=str(free_port()),
+            KAFKA_MTLS_PORT=str(free_port()),
         )
     return subprocess.run([str(KAFKA_LOCAL), command], capture_output=True, text=True, timeout=300, env=env)
 

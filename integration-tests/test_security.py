@@ -45,6 +45,9 @@ PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 # dev/kafka-local's SASL_SSL listener: KAFKA_SSL_PORT, by default three above the plaintext port.
 SSL_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_SSL_PORT') or int(_PORT) + 3}"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+# dev/kafka-local's SSL listener, which requires a client certificate (mutual TLS): KAFKA_MTLS_PORT,
+# by default four above the plaintext port.
+MTLS_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_MTLS_PORT') or int(_PORT) + 4}"
 OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 OAUTH_ALLOWED_URLS = "sasl.oauthbearer.allowed.urls"
@@ -110,6 +113,32 @@ def truststore(form: str, password: str = TLS_PASSWORD) -> dict[str, str]:
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.certificates": (TLS_DIR / "ca.pem").read_text(),
     }
+
+
+def keystore(form: str) -> dict[str, str]:
+    """Settings that give a client alice's certificate, which the mutual-TLS listener trusts: a PKCS12
+    keystore file (`pkcs12-file`), or the PEM certificate and private key as the values themselves
+    (`pem-value`), as a managed Kafka hands them out."""
+    if form == "pkcs12-file":
+        return {
+            "kafka.ssl.keystore.type": "PKCS12",
+            "kafka.ssl.keystore.location": str(TLS_DIR / "client.p12"),
+            "kafka.ssl.keystore.password": TLS_PASSWORD,
+        }
+    assert form == "pem-value", form
+    return {
+        "kafka.ssl.keystore.type": "PEM",
+        "kafka.ssl.keystore.certificate.chain": (TLS_DIR / "client-cert.pem").read_text(),
+        "kafka.ssl.keystore.key": (TLS_DIR / "client-key.pem").read_text(),
+    }
+
+
+def mtls_stream(spark: SparkSession, topic: str, group: str, client: dict[str, str]) -> DataFrame:
+    """A stream of `topic` from the start through the mutual-TLS listener, trusting the broker by
+    truststore and showing it the client certificate of the `client` settings (`keystore`)."""
+    settings = {"kafka.bootstrap.servers": MTLS_BOOTSTRAP, "kafka.security.protocol": "SSL"}
+    settings |= {"startingOffsets": "earliest", **truststore("pkcs12-file"), **client}
+    return share_stream(spark, topic, group, **settings)
 
 
 def scram_ssl_stream(
@@ -310,6 +339,31 @@ def test_a_wrong_truststore_password_fails_the_query_and_no_message_or_log_line_
     assert f"{loading}; caused by IOException: keystore password was incorrect" in message, message
     assert password not in message
     assert password not in driver_log()
+
+
+@pytest.mark.parametrize("form", ["pkcs12-file", "pem-value"])
+def test_a_query_reads_through_mutual_tls_with_a_client_certificate(
+    spark: SparkSession, kafka: KafkaCluster, group: str, form: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(300))
+    assert drain_values(spark, mtls_stream(spark, topic, group, keystore(form))) == values(300)
+    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the mutual-TLS listener"
+
+
+def test_a_query_without_the_client_certificate_mutual_tls_requires_fails_saying_the_login_was_refused(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(10))
+    message = str(failure_of(mtls_stream(spark, topic, group, {})))
+    assert f"[KAFKA_SHARE_AUTHENTICATION_FAILED] The Kafka cluster at {MTLS_BOOTSTRAP}" in message, message
+    assert "SslAuthenticationException" in message, message
+    assert "Received fatal alert: bad_certificate" in message, message
+    assert (
+        "where the brokers require client certificates (mutual TLS), that 'kafka.ssl.keystore.*'" in message
+    )
+    assert kafka.total_lag(group) in (None, 10), "the query read nothing"
 
 
 def test_records_dead_lettered_through_sasl_ssl_reach_the_dead_letter_topic(
