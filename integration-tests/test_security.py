@@ -98,16 +98,22 @@ def sasl_stream(
     return login_stream(spark, topic, group, SASL_BOOTSTRAP, "PLAIN", login, **starting, **options)
 
 
+def pkcs12_file(store: str, file: str, password: str = TLS_PASSWORD) -> dict[str, str]:
+    """Settings that name a PKCS12 file of dev/kafka-local's tls/ as the client's `store`
+    (truststore or keystore)."""
+    return {
+        f"kafka.ssl.{store}.type": "PKCS12",
+        f"kafka.ssl.{store}.location": str(TLS_DIR / file),
+        f"kafka.ssl.{store}.password": password,
+    }
+
+
 def truststore(form: str, password: str = TLS_PASSWORD) -> dict[str, str]:
     """Settings that make a client trust the SASL_SSL listener's certificate: a PKCS12 truststore file
     (`pkcs12-file`), or the PEM certificate as the value itself (`pem-value`), as with a managed
     Kafka whose CA is handed out as text."""
     if form == "pkcs12-file":
-        return {
-            "kafka.ssl.truststore.type": "PKCS12",
-            "kafka.ssl.truststore.location": str(TLS_DIR / "truststore.p12"),
-            "kafka.ssl.truststore.password": password,
-        }
+        return pkcs12_file("truststore", "truststore.p12", password)
     assert form == "pem-value", form
     return {
         "kafka.ssl.truststore.type": "PEM",
@@ -120,11 +126,7 @@ def keystore(form: str) -> dict[str, str]:
     keystore file (`pkcs12-file`), or the PEM certificate and private key as the values themselves
     (`pem-value`), as a managed Kafka hands them out."""
     if form == "pkcs12-file":
-        return {
-            "kafka.ssl.keystore.type": "PKCS12",
-            "kafka.ssl.keystore.location": str(TLS_DIR / "client.p12"),
-            "kafka.ssl.keystore.password": TLS_PASSWORD,
-        }
+        return pkcs12_file("keystore", "client.p12")
     assert form == "pem-value", form
     return {
         "kafka.ssl.keystore.type": "PEM",
