@@ -93,6 +93,16 @@ lazy val kafkaLocal = project
     )
   )
 
+// A Kerberos KDC on loopback (Hadoop's MiniKdc, on Apache Kerby), for the tests of the source's GSSAPI
+// login (dev/kdc-local reads this project's runtime classpath). Not published.
+lazy val kdcLocal = project
+  .in(file("dev/kdc-local"))
+  .settings(
+    name := "kdc-local",
+    publish / skip := true,
+    libraryDependencies += "org.apache.hadoop" % "hadoop-minikdc" % "3.5.0"
+  )
+
 // Spark's own `kafka` source, which `make bench` runs side by side with kafka-share (its scenario c).
 // Maven Central serves it up to Spark 4.2.0, not 4.3.0; Spark itself comes from pyspark at run time.
 // Not published, and never on the connector's classpath.

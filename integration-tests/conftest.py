@@ -378,12 +378,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def local_broker(action: str, broker_config: dict[str, str] | None = None) -> None:
+def local_broker(
+    action: str, broker_config: dict[str, str] | None = None, kerberos: Path | None = None
+) -> None:
     """`stop`, `start` or `restart` the local broker (dev/kafka-local), keeping its data.
 
-    `broker_config` adds server.properties for this start only; the next start goes without them."""
+    `broker_config` adds server.properties for this start only; the next start goes without them.
+    `kerberos`, the directory of a running dev/kdc-local KDC, adds the GSSAPI listener likewise."""
     extra = "\n".join(f"{name}={value}" for name, value in (broker_config or {}).items())
-    env = {**os.environ, "KAFKA_LOCAL_BROKER_CONFIG": extra}
+    env = {**os.environ, "KAFKA_LOCAL_BROKER_CONFIG": extra, "KAFKA_LOCAL_KERBEROS": str(kerberos or "")}
     subprocess.run([str(KAFKA_LOCAL), action], check=True, timeout=300, env=env)
 
 

@@ -38,20 +38,27 @@ from conftest import (
     wait_until,
 )
 
-# dev/kafka-local's SASL listener: KAFKA_SASL_PORT, by default two above the plaintext port.
-_HOST, _PORT = BOOTSTRAP.split(",")[0].rsplit(":", 1)
-SASL_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_SASL_PORT') or int(_PORT) + 2}"
+
+def listener(port_variable: str, above_plaintext: int) -> str:
+    """The address of a listener of dev/kafka-local: on the port `port_variable` names, by default
+    `above_plaintext` above the plaintext listener's port."""
+    host, port = BOOTSTRAP.split(",")[0].rsplit(":", 1)
+    return f"{host}:{os.environ.get(port_variable) or int(port) + above_plaintext}"
+
+
+# dev/kafka-local's SASL listener, with mechanism PLAIN.
+SASL_BOOTSTRAP = listener("KAFKA_SASL_PORT", 2)
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-# dev/kafka-local's SASL_SSL listener: KAFKA_SSL_PORT, by default three above the plaintext port.
-SSL_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_SSL_PORT') or int(_PORT) + 3}"
+# dev/kafka-local's SASL_SSL listener, with mechanisms SCRAM-SHA-512 and OAUTHBEARER.
+SSL_BOOTSTRAP = listener("KAFKA_SSL_PORT", 3)
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-# dev/kafka-local's SSL listener, which requires a client certificate (mutual TLS): KAFKA_MTLS_PORT,
-# by default four above the plaintext port.
-MTLS_BOOTSTRAP = f"{_HOST}:{os.environ.get('KAFKA_MTLS_PORT') or int(_PORT) + 4}"
+# dev/kafka-local's SSL listener, which requires a client certificate (mutual TLS).
+MTLS_BOOTSTRAP = listener("KAFKA_MTLS_PORT", 4)
 OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 OAUTH_LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 OAUTH_ALLOWED_URLS = "sasl.oauthbearer.allowed.urls"
-# What trusts that listener's self-signed certificate, and the password of the stores.
+# dev/kafka-local's TLS material (what trusts its listeners' certificate, alice's client certificate),
+# and the password of its stores.
 TLS_DIR = KAFKA_LOCAL_STATE / "tls"
 TLS_PASSWORD = "kafka-local-tls"
 SHADED_PACKAGE = "io.github.sparkkafkashare.shaded.kafka"

@@ -1,0 +1,74 @@
+"""Kerberos (SASL GSSAPI) against the local broker, with a KDC of its own (dev/kdc-local) started for
+this module only, and the broker restarted with its GSSAPI listener (dev/kafka-local,
+KAFKA_LOCAL_KERBEROS) for as long. The JDK's Kerberos login reads the realm from krb5.conf, which the
+driver JVM (the executors' too, in local mode) is pointed at before any Kerberos login in it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from conftest import REPO, KafkaCluster, drain_values, local_broker, share_stream, values
+from test_security import failure_of, listener
+
+KDC_LOCAL = REPO / "dev" / "kdc-local" / "kdc-local"
+KDC_DIR = REPO / "target" / "kdc-local"
+# dev/kafka-local's GSSAPI listener, there while the broker runs with KAFKA_LOCAL_KERBEROS.
+KERBEROS_BOOTSTRAP = listener("KAFKA_KERBEROS_PORT", 5)
+KRB5_LOGIN_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kerberos_realm(spark: SparkSession) -> Iterator[None]:
+    env = {**os.environ, "KDC_LOCAL_DIR": str(KDC_DIR)}
+    subprocess.run([str(KDC_LOCAL), "start"], check=True, timeout=300, env=env)
+    spark.sparkContext._jvm.java.lang.System.setProperty(
+        "java.security.krb5.conf", str(KDC_DIR / "krb5.conf")
+    )
+    local_broker("restart", kerberos=KDC_DIR)
+    yield
+    local_broker("restart")
+    subprocess.run([str(KDC_LOCAL), "stop"], check=True, timeout=120, env=env)
+
+
+def kerberos_stream(spark: SparkSession, topic: str, group: str, principal: str) -> DataFrame:
+    """A stream of `topic` from the start through the GSSAPI listener, logging in as `principal`
+    from the realm's keytab, as a service with a keytab of its own does."""
+    login = (
+        f'{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true keyTab="{KDC_DIR / "kafka.keytab"}" '
+        f'principal="{principal}";'
+    )
+    settings = {
+        "kafka.bootstrap.servers": KERBEROS_BOOTSTRAP,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "GSSAPI",
+        "kafka.sasl.kerberos.service.name": "kafka",
+        "kafka.sasl.jaas.config": login,
+        "startingOffsets": "earliest",
+    }
+    return share_stream(spark, topic, group, **settings)
+
+
+def test_a_query_reads_through_kerberos_with_a_keytab(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(300))
+    assert drain_values(spark, kerberos_stream(spark, topic, group, "alice@EXAMPLE.COM")) == values(300)
+    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the GSSAPI listener"
+
+
+def test_a_principal_the_keytab_lacks_fails_the_query_saying_the_login_failed(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(10))
+    message = str(failure_of(kerberos_stream(spark, topic, group, "bob@EXAMPLE.COM")))
+    assert "[KAFKA_SHARE_CLIENT_NOT_CREATED] Could not create Kafka's Admin client" in message, message
+    assert "LoginException: Could not login" in message, message
+    assert "(a truststore, a keystore, a Kerberos keytab) must be at that path" in message
+    assert kafka.total_lag(group) in (None, 10), "the query read nothing"
