@@ -8,11 +8,22 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import REPO, KafkaCluster, drain_values, local_broker, share_stream, values
+from conftest import (
+    REPO,
+    KafkaCluster,
+    drain_values,
+    drained_rows,
+    local_broker,
+    lost_and_duplicated,
+    run_drain_job,
+    share_stream,
+    values,
+)
 from test_security import failure_of, listener
 
 KDC_LOCAL = REPO / "dev" / "kdc-local" / "kdc-local"
@@ -35,22 +46,24 @@ def kerberos_realm(spark: SparkSession) -> Iterator[None]:
     subprocess.run([str(KDC_LOCAL), "stop"], check=True, timeout=120, env=env)
 
 
-def kerberos_stream(spark: SparkSession, topic: str, group: str, principal: str) -> DataFrame:
-    """A stream of `topic` from the start through the GSSAPI listener, logging in as `principal`
-    from the realm's keytab, as a service with a keytab of its own does."""
-    login = (
-        f'{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true keyTab="{KDC_DIR / "kafka.keytab"}" '
-        f'principal="{principal}";'
-    )
-    settings = {
+def kerberos_settings(keytab: str, principal: str) -> dict[str, str]:
+    """Options that log in to the GSSAPI listener as `principal` from the keytab file `keytab`, as a
+    service with a keytab of its own does."""
+    login = f'{KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true keyTab="{keytab}"'
+    login += f' principal="{principal}";'
+    return {
         "kafka.bootstrap.servers": KERBEROS_BOOTSTRAP,
         "kafka.security.protocol": "SASL_PLAINTEXT",
         "kafka.sasl.mechanism": "GSSAPI",
         "kafka.sasl.kerberos.service.name": "kafka",
         "kafka.sasl.jaas.config": login,
-        "startingOffsets": "earliest",
     }
-    return share_stream(spark, topic, group, **settings)
+
+
+def kerberos_stream(spark: SparkSession, topic: str, group: str, principal: str) -> DataFrame:
+    """A stream of `topic` from the start, logging in as `principal` from the realm's keytab."""
+    settings = kerberos_settings(str(KDC_DIR / "kafka.keytab"), principal)
+    return share_stream(spark, topic, group, startingOffsets="earliest", **settings)
 
 
 def test_a_query_reads_through_kerberos_with_a_keytab(
@@ -72,3 +85,25 @@ def test_a_principal_the_keytab_lacks_fails_the_query_saying_the_login_failed(
     assert "LoginException: Could not login" in message, message
     assert "(a truststore, a keystore, a Kerberos keytab) must be at that path" in message
     assert kafka.total_lag(group) in (None, 10), "the query read nothing"
+
+
+def test_executors_in_jvms_of_their_own_log_in_with_the_shipped_keytab(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    # As the user guide deploys it: krb5.conf named by a JVM option on the driver and the executors,
+    # the keytab shipped with spark.files and named by its file name (the driver runs where it is).
+    topic = kafka.new_topic(partitions=2)
+    expected = values(1_000)
+    kafka.produce(topic, expected)
+    krb5 = f"-Djava.security.krb5.conf={KDC_DIR / 'krb5.conf'}"
+    job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "2")
+    job += ("--spark-conf", f"spark.driver.extraJavaOptions={krb5}")
+    job += ("--spark-conf", f"spark.executor.extraJavaOptions={krb5}")
+    job += ("--spark-conf", f"spark.files={KDC_DIR / 'kafka.keytab'}")
+    settings = kerberos_settings("kafka.keytab", "alice@EXAMPLE.COM")
+    job += tuple(f"--option={name}={value}" for name, value in settings.items())
+    assert run_drain_job(topic, group, tmp_path, *job, cwd=KDC_DIR) == 0
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in drained_rows(tmp_path)])
+    assert (lost, duplicated) == (set(), {})
+    assert (tmp_path / "out" / "executors.txt").read_text() == "2"
+    assert kafka.unfinished(group, topic) == 0
