@@ -8,12 +8,11 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
-import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, ShadedKafkaNames}
+import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
 import org.apache.kafka.common.{KafkaException, TopicPartition}
 import org.apache.kafka.common.errors.TimeoutException
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
-import org.apache.spark.SparkEnv
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.metric.CustomTaskMetric
 import org.apache.spark.sql.connector.read.PartitionReader
@@ -60,9 +59,10 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
       // every partition ends past its last wanted offset, the records still there read, unless the
       // cluster stops answering.
       def done = lastOffset.forall { case (tp, last) => consumer.position(tp) > last }
+      val timeoutNanos = MILLISECONDS.toNanos(timeoutMs)
       var lastAnswer = System.nanoTime()
       while (!done) {
-        if (System.nanoTime() - lastAnswer > MILLISECONDS.toNanos(timeoutMs)) {
+        if (System.nanoTime() - lastAnswer > timeoutNanos) {
           throw new TimeoutException(s"no records came for $timeoutMs ms")
         }
         val polled = consumer.poll(Duration.ofMillis(200))
@@ -86,14 +86,9 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
       ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
       ConsumerConfig.AUTO_OFFSET_RESET_CONFIG -> "earliest",
       ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot")
-    try {
-      ShadedKafkaNames.mirrorSystemProperties() // this JVM may create no other client before a replay
+    ExecutorKafkaClients.create(s"replay consumer of slot $slot", consumerConfig(ConsumerConfig.GROUP_ID_CONFIG)) {
       new KafkaConsumer[Array[Byte], Array[Byte]](
         config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArrayDeserializer, new ByteArrayDeserializer)
-    } catch {
-      case e: KafkaException => throw KafkaShareErrors.clientNotCreated(
-        s"replay consumer of slot $slot on executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("?")}",
-        consumerConfig(ConsumerConfig.GROUP_ID_CONFIG), e)
     }
   }
 
@@ -102,8 +97,7 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   private def action = s"reading back ${records.size} records of slot $slot to re-run the batch of round $round"
 
   /** The bound on a wait for the cluster, as for every other call the source makes to it. */
-  private def timeoutMs: Long = consumerConfig.get(KafkaShareSourceOptions.ApiTimeoutConfig)
-    .map(_.trim.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+  private def timeoutMs: Long = KafkaShareSourceOptions.apiTimeoutMs(consumerConfig)
 
   private def unreachable(cause: Throwable) = KafkaShareErrors.brokerUnreachable(bootstrapServers, timeoutMs, action, cause)
 

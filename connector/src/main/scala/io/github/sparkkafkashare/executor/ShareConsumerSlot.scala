@@ -11,14 +11,12 @@ import scala.jdk.OptionConverters._
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
-import io.github.sparkkafkashare.options.ShadedKafkaNames
 import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
-import org.apache.kafka.common.{KafkaException, TopicIdPartition}
+import org.apache.kafka.common.TopicIdPartition
 import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException, GroupMaxSizeReachedException,
   InvalidRecordStateException}
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
-import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
 
 /** Identifies the share consumer of one slot of one query run. */
@@ -68,15 +66,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     @volatile private var limits: GroupLimits)
   extends Logging {
 
-  private val consumer = try {
-    ShadedKafkaNames.mirrorSystemProperties() // the driver mapped the config's class names, not this JVM's properties
+  private val consumer = ExecutorKafkaClients.create(
+      s"share consumer of slot ${key.slot}", String.valueOf(config.get(ConsumerConfig.GROUP_ID_CONFIG))) {
     new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer, new ByteArrayDeserializer)
-  } catch {
-    // The driver's Admin client was created with the same settings, so what differs is this JVM: a
-    // file the settings name that only the driver has, a system property set on the driver only.
-    case e: KafkaException => throw KafkaShareErrors.clientNotCreated(
-      s"share consumer of slot ${key.slot} on executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("?")}",
-      String.valueOf(config.get(ConsumerConfig.GROUP_ID_CONFIG)), e)
   }
   /** Held by the borrowing task for its whole run: one task per slot at a time. */
   private[executor] val lock = new ReentrantLock()

@@ -60,8 +60,7 @@ private[sparkkafkashare] final case class KafkaConnection(
     kafkaParams: Map[String, String]) {
 
   /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
-  def apiTimeoutMs: Long =
-    kafkaParams.get(KafkaShareSourceOptions.ApiTimeoutConfig).map(_.trim.toLong).getOrElse(KafkaShareSourceOptions.DefaultApiTimeoutMs)
+  def apiTimeoutMs: Long = KafkaShareSourceOptions.apiTimeoutMs(kafkaParams)
 
   /**
    * The pass-through settings for a Kafka client, those `known` to it, with Kafka's class names as
@@ -119,6 +118,10 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val DefaultApiTimeoutMs = 30000L
   /** Kafka's client setting that bounds a call; checked here as the driver's Admin calls need it positive. */
   val ApiTimeoutConfig = "default.api.timeout.ms"
+
+  /** [[ApiTimeoutConfig]] of Kafka client settings, or the source's default. */
+  def apiTimeoutMs(kafkaSettings: Map[String, String]): Long =
+    kafkaSettings.get(ApiTimeoutConfig).map(_.trim.toLong).getOrElse(DefaultApiTimeoutMs)
   val DefaultFetchOffsetNumRetries = 3
 
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
