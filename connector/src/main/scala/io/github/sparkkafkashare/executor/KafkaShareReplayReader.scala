@@ -50,15 +50,22 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   private def readBack(wanted: Set[RecordCoordinates]): Map[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val consumer = newConsumer()
     try {
+      val timeout = Duration.ofMillis(timeoutMs)
       val byPartition = wanted.groupBy(c => new TopicPartition(c.topic, c.partition))
-      consumer.assign(byPartition.keySet.asJava)
-      byPartition.foreach { case (tp, coords) => consumer.seek(tp, coords.map(_.offset).min) }
-      val lastOffset = byPartition.map { case (tp, coords) => tp -> coords.map(_.offset).max }
+      // A partition that is no longer there (its topic deleted) has none of its records left.
+      val stillThere = byPartition.keySet.map(_.topic).flatMap { topic =>
+        consumer.partitionsFor(topic, timeout).asScala.map(p => new TopicPartition(topic, p.partition))
+      }
+      val partitions = byPartition.keySet.intersect(stillThere)
+      consumer.assign(partitions.asJava)
+      partitions.foreach(tp => consumer.seek(tp, byPartition(tp).map(_.offset).min))
+      // Each partition is read up to its last wanted offset, or to its log's end where that comes first
+      // (the topic made again, or an unclean leader election cut the log). A wanted offset that retention
+      // removed resets the position to the log's start (earliest), and the records still there are read.
+      val ends = consumer.endOffsets(partitions.asJava, timeout).asScala
+      val readUntil = partitions.map(tp => tp -> math.min(byPartition(tp).map(_.offset).max + 1, ends(tp).longValue))
       val found = scala.collection.mutable.Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]]
-      // A wanted offset that retention removed resets the position to the log's start (earliest), so
-      // every partition ends past its last wanted offset, the records still there read, unless the
-      // cluster stops answering.
-      def done = lastOffset.forall { case (tp, last) => consumer.position(tp) > last }
+      def done = readUntil.forall { case (tp, until) => consumer.position(tp, timeout) >= until }
       val timeoutNanos = MILLISECONDS.toNanos(timeoutMs)
       var lastAnswer = System.nanoTime()
       while (!done) {
@@ -85,6 +92,8 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
       ConsumerConfig.GROUP_ID_CONFIG, "share.acknowledgement.mode", "share.acquire.mode") ++ Map(
       ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
       ConsumerConfig.AUTO_OFFSET_RESET_CONFIG -> "earliest",
+      // Asking for a deleted topic must not make it again on a cluster that creates topics on first use.
+      ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG -> "false",
       ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot")
     ExecutorKafkaClients.create(s"replay consumer of slot $slot", consumerConfig(ConsumerConfig.GROUP_ID_CONFIG)) {
       new KafkaConsumer[Array[Byte], Array[Byte]](

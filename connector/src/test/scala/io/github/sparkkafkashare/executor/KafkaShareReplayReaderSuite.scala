@@ -34,13 +34,19 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
   override def afterAll(): Unit = try admin.close() finally spark.stop()
 
   /** A one-partition topic of records "r-0" to "r-(n-1)". */
-  private def topicOf(n: Int): String = {
-    val topic = s"replay-${UUID.randomUUID().toString.take(8)}"
+  private def topicOf(n: Int, topic: String = s"replay-${UUID.randomUUID().toString.take(8)}"): String = {
     admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
     val producer = new KafkaProducer[String, String](
       Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
     try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
     topic
+  }
+
+  private def deleteTopic(topic: String): Unit = {
+    admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
+    // Deletion completes on the controller before every broker forgets the topic.
+    val deadline = System.nanoTime() + SECONDS.toNanos(30)
+    while (admin.listTopics().names().get(30, SECONDS).contains(topic) && System.nanoTime() < deadline) Thread.sleep(100)
   }
 
   private def replay(servers: String, topic: String, offsets: Seq[Long]): Seq[String] = {
@@ -63,6 +69,30 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
     val gone = replayFailure(bootstrap, topic, Seq(3L, 7L))
     assert(gone.getCondition == "KAFKA_SHARE_REPLAY_RECORDS_GONE", gone.getMessage)
     assert(gone.getMessage.contains(s"for example $topic-0@3:"), gone.getMessage)
+  }
+
+  test("a log that ends before a wanted offset (the topic made again, or an unclean leader election) names the " +
+      "records past its end as gone, without waiting for the timeout") {
+    val topic = topicOf(10)
+    deleteTopic(topic)
+    topicOf(5, topic)
+    val started = System.nanoTime()
+    val gone = replayFailure(bootstrap, topic, Seq(3L, 7L, 8L))
+    assert(gone.getCondition == "KAFKA_SHARE_REPLAY_RECORDS_GONE", gone.getMessage)
+    assert(gone.getMessage.contains(s"for example $topic-0@7, $topic-0@8:"), gone.getMessage)
+    assert(SECONDS.convert(System.nanoTime() - started, java.util.concurrent.TimeUnit.NANOSECONDS) < 3,
+      "waited for the timeout where the log's end said the records were gone")
+  }
+
+  test("a deleted topic names its records as gone, without waiting for the timeout") {
+    val topic = topicOf(10)
+    deleteTopic(topic)
+    val started = System.nanoTime()
+    val gone = replayFailure(bootstrap, topic, Seq(3L, 7L))
+    assert(gone.getCondition == "KAFKA_SHARE_REPLAY_RECORDS_GONE", gone.getMessage)
+    assert(gone.getMessage.contains(s"for example $topic-0@3, $topic-0@7:"), gone.getMessage)
+    assert(SECONDS.convert(System.nanoTime() - started, java.util.concurrent.TimeUnit.NANOSECONDS) < 3,
+      "waited for the timeout where the cluster said the topic was gone")
   }
 
   test("a cluster that does not answer fails the read-back as unreachable, after kafka.default.api.timeout.ms") {
