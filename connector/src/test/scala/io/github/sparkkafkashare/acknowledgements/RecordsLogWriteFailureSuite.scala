@@ -1,0 +1,126 @@
+package io.github.sparkkafkashare.acknowledgements
+
+import java.io.IOException
+import java.net.URI
+import java.nio.charset.StandardCharsets.UTF_8
+import java.nio.file.Files
+import java.util.UUID
+import java.util.concurrent.TimeUnit.SECONDS
+import java.util.concurrent.atomic.AtomicReference
+
+import scala.concurrent.duration._
+import scala.jdk.CollectionConverters._
+
+import org.apache.hadoop.fs.{Path, RawLocalFileSystem}
+import org.apache.kafka.clients.admin.{Admin, ListShareGroupOffsetsSpec, NewTopic}
+import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
+import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.serialization.StringSerializer
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.streaming.Trigger
+import org.scalatest.BeforeAndAfterAll
+import org.scalatest.concurrent.Eventually._
+import org.scalatest.funsuite.AnyFunSuite
+
+/**
+ * A task of a logging strategy whose write of the round's records fails after its poll (the
+ * checkpoint's storage refused it): the retry must return and log the records the failed attempt
+ * polled, which its consumer still holds. Otherwise a later re-run of the batch, or the check for
+ * redeliveries, would not know what the batch held. A real broker (`make kafka-up`, or
+ * KAFKA_BOOTSTRAP_SERVERS) and a real query in local mode with task retries; only the checkpoint's
+ * file system fails, once, on the first slot file that logs records.
+ */
+class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
+
+  private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
+  private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
+  // Two task threads, and a failed task gets two retries, as on a cluster.
+  private lazy val spark = SparkSession.builder().master("local[2,3]").appName("RecordsLogWriteFailureSuite")
+    .config("spark.ui.enabled", "false")
+    .config(s"spark.hadoop.fs.${FailingOnceFileSystem.Scheme}.impl", classOf[FailingOnceFileSystem].getName)
+    .getOrCreate()
+
+  override def afterAll(): Unit = try admin.close() finally spark.stop()
+
+  private val recordCount = 200
+
+  /** A one-partition topic of records "r-0" to "r-199". */
+  private def newTopic(): String = {
+    val topic = s"log-failure-${UUID.randomUUID().toString.take(8)}"
+    admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
+    val producer = new KafkaProducer[String, String](
+      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
+    try (0 until recordCount).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
+    topic
+  }
+
+  for (strategy <- Seq("checkpoint-dedup", "two-phase-commit")) {
+    test(s"$strategy: the retry of a task whose records log failed returns and logs the records it polled") {
+      val topic = newTopic()
+      val group = s"log-failure-${UUID.randomUUID().toString.take(8)}"
+      val checkpoint = Files.createTempDirectory("log-failure").toUri.getPath
+      FailingOnceFileSystem.failed.set(null)
+      val sinkName = s"log_failure_${strategy.replace('-', '_')}"
+
+      val query = spark.readStream.format("kafka-share")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.share.group.id", group)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("kafka.share.exactly.once.strategy", strategy)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("memory").queryName(sinkName)
+        .option("checkpointLocation", s"${FailingOnceFileSystem.Scheme}://$checkpoint")
+        .trigger(Trigger.AvailableNow())
+        .start()
+      try query.awaitTermination(120000) finally query.stop()
+      assert(query.exception.isEmpty, query.exception)
+
+      val (failedFile, failedRecords) = Option(FailingOnceFileSystem.failed.get())
+        .getOrElse(fail("no slot file logging records was written: the fault never fired"))
+      val got = spark.table(sinkName).collect().map(_.getString(0)).toSeq
+      val lost = (0 until recordCount).map(i => s"r-$i").toSet -- got
+      val duplicated = got.groupBy(identity).collect { case (v, n) if n.size > 1 => v }
+      assert(lost.isEmpty && duplicated.isEmpty, s"lost ${lost.size}, duplicated ${duplicated.size}")
+      // The retry logged exactly what the failed attempt had polled (offsets and delivery counts).
+      val logFile = java.nio.file.Path.of(failedFile.toUri.getPath)
+      assert(Files.exists(logFile), s"the retry did not log the round: no $logFile")
+      val logged = RoundRecordsLog.fromJson(new String(Files.readAllBytes(logFile), UTF_8))
+      def summary(records: Seq[LoggedRecord]) =
+        s"${records.size} records, offsets ${records.map(_.coordinates.offset).mkString(",").take(60)}..., " +
+          s"delivery counts ${records.map(_.deliveryCount).distinct.sorted.mkString(",")}"
+      assert(logged == failedRecords, s"the retry logged ${summary(logged)}; the failed attempt polled ${summary(failedRecords)}")
+      // Every record acknowledged: Kafka's lag of the share-partition (records not yet acknowledged) is 0.
+      eventually(timeout(30.seconds), interval(500.millis)) {
+        val lag = admin.listShareGroupOffsets(Map(group -> new ListShareGroupOffsetsSpec()).asJava)
+          .partitionsToOffsetInfo(group).get(30, SECONDS).asScala.get(new TopicPartition(topic, 0)).map(_.lag())
+        assert(lag.contains(java.util.Optional.of(0L)), s"lag $lag")
+      }
+    }
+  }
+}
+
+/**
+ * The local file system under scheme `failing-once`, whose first rename of a round's slot file that
+ * logs records fails, as a write to a checkpoint's storage can. What that file held is kept.
+ */
+final class FailingOnceFileSystem extends RawLocalFileSystem {
+  override def getUri: URI = URI.create(s"${FailingOnceFileSystem.Scheme}:///")
+
+  override def rename(src: Path, dst: Path): Boolean = {
+    if (dst.getParent.getParent.getName == "kafka-share-rounds" && dst.getName.matches("\\d+\\.json")) {
+      val records = RoundRecordsLog.fromJson(new String(Files.readAllBytes(pathToFile(src).toPath), UTF_8))
+      if (records.nonEmpty && FailingOnceFileSystem.failed.compareAndSet(null, (dst, records))) {
+        throw new IOException(s"injected: the checkpoint's storage refused $dst")
+      }
+    }
+    super.rename(src, dst)
+  }
+}
+
+object FailingOnceFileSystem {
+  val Scheme = "failing-once"
+  /** The slot file whose write failed, and the records it was to log. */
+  val failed = new AtomicReference[(Path, Seq[LoggedRecord])]()
+}
