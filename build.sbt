@@ -131,6 +131,20 @@ lazy val objectStore = project
     )
   )
 
+// SASL callback handlers of a package of their own, compiled against Kafka's unshaded kafka-clients as
+// a cloud provider's are (AWS MSK IAM's): integration-tests/test_security.py logs in through them
+// (dev/sbt-classpath providerHandlers provider-handlers-). Java only; not published.
+lazy val providerHandlers = project
+  .in(file("integration-tests/provider-handlers"))
+  .settings(
+    name := "provider-handlers",
+    publish / skip := true,
+    crossPaths := false,
+    autoScalaLibrary := false,
+    exportJars := true,
+    libraryDependencies ++= Seq("org.apache.kafka" % "kafka-clients" % kafkaVersion, "org.bitbucket.b_c" % "jose4j" % jose4jVersion)
+  )
+
 lazy val root = project
   .in(file("."))
   .aggregate(connector)

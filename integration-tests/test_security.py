@@ -18,6 +18,7 @@ import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -32,6 +33,9 @@ from conftest import (
     KafkaCluster,
     acknowledged,
     drain_values,
+    drained_rows,
+    lost_and_duplicated,
+    run_drain_job,
     share_stream,
     source_metrics,
     values,
@@ -436,6 +440,79 @@ def test_a_query_reads_through_oauthbearer_once_kafkas_allowed_urls_property_nam
     assert drain_values(spark, df) == values(300)
     assert token_endpoint.issued >= 1, "the client logged in with a token from the endpoint"
     assert kafka.unfinished(group, topic) == 0, "every record acknowledged through OAUTHBEARER"
+
+
+# Callback handlers of a package of their own, compiled against Kafka's unshaded kafka-clients as a
+# cloud provider's are (integration-tests/provider-handlers, sbt project providerHandlers).
+PROVIDER_HANDLER_JARS = "providerHandlers=provider-handlers-"
+
+
+def drain_with_provider_handler(
+    kafka: KafkaCluster, group: str, workdir: Path, settings: dict[str, str], *spark_conf: str
+) -> None:
+    """Drains a new topic of 200 records in a Spark application with the provider handlers and
+    Kafka's unshaded kafka-clients on its classpath, logging in with `settings`; checks that every
+    record came once and was acknowledged."""
+    topic = kafka.new_topic(partitions=2)
+    kafka.produce(topic, values(200))
+    job = ["--sbt-jars", PROVIDER_HANDLER_JARS, *(f"--spark-conf={conf}" for conf in spark_conf)]
+    job += [f"--option={name}={value}" for name, value in settings.items()]
+    failure = workdir / "out" / "failure.txt"
+    exit_code = run_drain_job(topic, group, workdir, *job)
+    assert exit_code == 0, failure.read_text() if failure.exists() else f"exit code {exit_code}"
+    lost, duplicated = lost_and_duplicated(values(200), [value for value, _ in drained_rows(workdir)])
+    assert (lost, duplicated) == (set(), {})
+    assert kafka.unfinished(group, topic) == 0
+
+
+def test_a_providers_oauthbearer_login_handler_built_on_kafkas_own_classes_logs_in(
+    kafka: KafkaCluster, group: str, token_endpoint: TokenEndpoint, tmp_path: Path
+) -> None:
+    # The shape of AWS MSK IAM's OAUTHBEARER login: the provider's handler answers Kafka's own token
+    # and SASL-extensions callbacks, which the shaded client's login module does not have.
+    settings = {
+        **oauth_settings(token_endpoint.url, "alice-secret"),
+        "kafka.sasl.login.callback.handler.class": "example.provider.ProviderTokenLoginHandler",
+    }
+    allowed_urls = f"spark.driver.extraJavaOptions=-Dorg.apache.kafka.{OAUTH_ALLOWED_URLS}="
+    drain_with_provider_handler(kafka, group, tmp_path, settings, allowed_urls + token_endpoint.url)
+    assert token_endpoint.issued >= 1, "the provider's handler got the token"
+
+
+def test_a_providers_sasl_client_handler_built_on_kafkas_own_classes_answers_the_mechanisms_callbacks(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    # The shape of AWS MSK IAM's AWS_MSK_IAM login: the provider's client handler gives the SASL
+    # mechanism its credentials; PlainLoginModule has none of its own here.
+    settings = {
+        "kafka.bootstrap.servers": SASL_BOOTSTRAP,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": f'{PLAIN_LOGIN_MODULE} required provider_user="alice" '
+        'provider_password="alice-secret";',
+        "kafka.sasl.client.callback.handler.class": "example.provider.ProviderPlainClientHandler",
+    }
+    drain_with_provider_handler(kafka, group, tmp_path, settings)
+
+
+def test_a_callback_handler_the_application_lacks_fails_naming_the_class_and_the_option(
+    spark: SparkSession, kafka: KafkaCluster, group: str
+) -> None:
+    topic = kafka.new_topic()
+    settings = {
+        "kafka.bootstrap.servers": SASL_BOOTSTRAP,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": f'{PLAIN_LOGIN_MODULE} required username="alice" password="alice-secret";',
+        "kafka.sasl.client.callback.handler.class": "example.provider.NotOnTheClasspath",
+    }
+    message = str(failure_of(share_stream(spark, topic, group, **settings)))
+    assert "[KAFKA_SHARE_CLIENT_NOT_CREATED]" in message, message
+    assert (
+        "Class example.provider.NotOnTheClasspath of option 'kafka.sasl.client.callback.handler.class' "
+        "could not be loaded" in message
+    ), message
+    assert "alice-secret" not in message
 
 
 def test_a_client_secret_the_identity_provider_refuses_fails_the_query_and_no_message_or_log_line_shows_it(

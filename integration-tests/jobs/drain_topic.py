@@ -113,6 +113,14 @@ parser.add_argument(
     "--spark-conf", action="append", default=[], metavar="NAME=VALUE", help="a Spark conf of the application"
 )
 parser.add_argument(
+    "--sbt-jars",
+    action="append",
+    default=[],
+    metavar="PROJECT=PREFIX",
+    help="the jars of an sbt project of this build (dev/sbt-classpath PROJECT PREFIX) that pyspark lacks, "
+    "added to spark.jars",
+)
+parser.add_argument(
     "--release-every",
     type=int,
     help="explicit mode: RELEASE the first delivery of every record whose value ends in a multiple of N",
@@ -156,17 +164,22 @@ written_batches: list[int] = []  # ids of the batches the sink wrote, in order
 full_batch = int(args.max_records_per_trigger or 1)
 
 
-def kafka_sink_jars() -> list[str]:
-    """The jars of Spark's own kafka source (and sink) that pyspark does not ship."""
+def sbt_project_jars(project: str, jar_prefix: str) -> list[str]:
+    """The jars of an sbt project of this build that pyspark does not ship."""
     sbt_classpath = Path(__file__).resolve().parents[2] / "dev" / "sbt-classpath"
     pyspark_jars = Path(pyspark.__file__).parent / "jars"
-    command = [str(sbt_classpath), "sparkKafkaSource", "spark-sql-kafka-0-10_", str(pyspark_jars)]
+    command = [str(sbt_classpath), project, jar_prefix, str(pyspark_jars)]
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().split(",")
+
+
+extra_jars = [jar for spec in args.sbt_jars for jar in sbt_project_jars(*spec.split("=", 1))]
+if args.sink == "kafka":  # Spark's own kafka source (and sink)
+    extra_jars += sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")
 
 
 spark = (
     SparkSession.builder.master(args.master)
-    .config("spark.jars", ",".join([args.jar, *(kafka_sink_jars() if args.sink == "kafka" else [])]))
+    .config("spark.jars", ",".join([args.jar, *extra_jars]))
     .config("spark.executor.memory", "900m")
     .config("spark.ui.enabled", "false")
     .config(map=dict(conf.split("=", 1) for conf in args.spark_conf))

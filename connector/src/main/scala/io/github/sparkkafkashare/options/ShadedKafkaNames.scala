@@ -23,10 +23,22 @@ private[sparkkafkashare] object ShadedKafkaNames {
   val SystemProperties: Seq[String] = Seq("allowed.login.modules", "disallowed.login.modules",
     "sasl.oauthbearer.allowed.urls", "sasl.oauthbearer.allowed.files", "automatic.config.providers")
 
-  /** Kafka's class names in pass-through values (login modules, handlers, providers), as this jar has them. */
+  /**
+   * Kafka's class names in pass-through values (login modules, handlers, providers), as this jar has
+   * them. A SASL callback handler of another package was compiled against Kafka's unshaded
+   * interfaces: its [[UnshadedCallbackHandler]] bridge stands in for it.
+   */
   def withClientClassNames(kafkaParams: Map[String, String]): Map[String, String] =
     if (ClientPackage == KafkaPackage) kafkaParams
-    else kafkaParams.map { case (key, value) => key -> inClientPackage(value) }
+    else kafkaParams.map { case (key, value) => key -> inClientPackage(value) } ++
+      UnshadedCallbackHandler.Bridges.flatMap { case (setting, bridge) =>
+        kafkaParams.get(setting).map(_.trim).filterNot(_.startsWith(s"$KafkaPackage.")).toSeq.flatMap { handler =>
+          Seq(setting -> bridge.getName, UnshadedCallbackHandler.targetKey(setting) -> handler)
+        }
+      }
+
+  /** A name under Kafka's own package: `inKafkaPackage("common.Node")` is Kafka's `Node`. */
+  def inKafkaPackage(name: String): String = s"$KafkaPackage.$name"
 
   /**
    * Copies each of [[SystemProperties]] an operator set under Kafka's name to the name the client
