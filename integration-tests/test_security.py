@@ -448,14 +448,14 @@ PROVIDER_HANDLER_JARS = "providerHandlers=provider-handlers-"
 
 
 def drain_with_provider_handler(
-    kafka: KafkaCluster, group: str, workdir: Path, settings: dict[str, str], *spark_conf: str
+    kafka: KafkaCluster, group: str, workdir: Path, settings: dict[str, str], *job_args: str
 ) -> None:
-    """Drains a new topic of 200 records in a Spark application with the provider handlers and
-    Kafka's unshaded kafka-clients on its classpath, logging in with `settings`; checks that every
-    record came once and was acknowledged."""
+    """Drains a new topic of 200 records in a Spark application (jobs/drain_topic.py, with `job_args`)
+    with the provider handlers and Kafka's unshaded kafka-clients on its classpath, logging in with
+    `settings`; checks that every record came once and was acknowledged."""
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(200))
-    job = ["--sbt-jars", PROVIDER_HANDLER_JARS, *(f"--spark-conf={conf}" for conf in spark_conf)]
+    job = ["--sbt-jars", PROVIDER_HANDLER_JARS, *job_args]
     job += [f"--option={name}={value}" for name, value in settings.items()]
     failure = workdir / "out" / "failure.txt"
     exit_code = run_drain_job(topic, group, workdir, *job)
@@ -465,18 +465,24 @@ def drain_with_provider_handler(
     assert kafka.unfinished(group, topic) == 0
 
 
+@pytest.mark.parametrize("master", ["local[2]", "local-cluster[2,1,1024]"])
 def test_a_providers_oauthbearer_login_handler_built_on_kafkas_own_classes_logs_in(
-    kafka: KafkaCluster, group: str, token_endpoint: TokenEndpoint, tmp_path: Path
+    kafka: KafkaCluster, group: str, token_endpoint: TokenEndpoint, tmp_path: Path, master: str
 ) -> None:
     # The shape of AWS MSK IAM's OAUTHBEARER login: the provider's handler answers Kafka's own token
-    # and SASL-extensions callbacks, which the shaded client's login module does not have.
+    # and SASL-extensions callbacks, which the shaded client's login module does not have. In
+    # local-cluster mode the executors' JVMs load it from the jars Spark ships them.
     settings = {
         **oauth_settings(token_endpoint.url, "alice-secret"),
         "kafka.sasl.login.callback.handler.class": "example.provider.ProviderTokenLoginHandler",
     }
-    allowed_urls = f"spark.driver.extraJavaOptions=-Dorg.apache.kafka.{OAUTH_ALLOWED_URLS}="
-    drain_with_provider_handler(kafka, group, tmp_path, settings, allowed_urls + token_endpoint.url)
+    allowed_urls = f"-Dorg.apache.kafka.{OAUTH_ALLOWED_URLS}={token_endpoint.url}"
+    job = ["--master", master, "--spark-conf", f"spark.driver.extraJavaOptions={allowed_urls}"]
+    job += ["--spark-conf", f"spark.executor.extraJavaOptions={allowed_urls}"]
+    drain_with_provider_handler(kafka, group, tmp_path, settings, *job)
     assert token_endpoint.issued >= 1, "the provider's handler got the token"
+    if master.startswith("local-cluster"):
+        assert (tmp_path / "out" / "executors.txt").read_text() == "2"
 
 
 def test_a_providers_sasl_client_handler_built_on_kafkas_own_classes_answers_the_mechanisms_callbacks(
