@@ -469,12 +469,15 @@ def drain_with_provider_handler(
 def test_a_providers_oauthbearer_login_handler_built_on_kafkas_own_classes_logs_in(
     kafka: KafkaCluster, group: str, token_endpoint: TokenEndpoint, tmp_path: Path, master: str
 ) -> None:
-    # The shape of AWS MSK IAM's OAUTHBEARER login: the provider's handler answers Kafka's own token
-    # and SASL-extensions callbacks, which the shaded client's login module does not have. In
-    # local-cluster mode the executors' JVMs load it from the jars Spark ships them.
+    # AWS MSK IAM's OAUTHBEARER setup: the provider's handler as the login and the SASL client
+    # handler, answering Kafka's own token and SASL-extensions callbacks, which the shaded client's
+    # login module and SASL client do not have. In local-cluster mode the executors' JVMs load it
+    # from the jars Spark ships them.
+    handler = "example.provider.ProviderTokenLoginHandler"
     settings = {
         **oauth_settings(token_endpoint.url, "alice-secret"),
-        "kafka.sasl.login.callback.handler.class": "example.provider.ProviderTokenLoginHandler",
+        "kafka.sasl.login.callback.handler.class": handler,
+        "kafka.sasl.client.callback.handler.class": handler,
     }
     allowed_urls = f"-Dorg.apache.kafka.{OAUTH_ALLOWED_URLS}={token_endpoint.url}"
     job = ["--master", master, "--spark-conf", f"spark.driver.extraJavaOptions={allowed_urls}"]
