@@ -37,9 +37,6 @@ private[sparkkafkashare] object ShadedKafkaNames {
         }
       }
 
-  /** A name under Kafka's own package: `inKafkaPackage("common.Node")` is Kafka's `Node`. */
-  def inKafkaPackage(name: String): String = s"$KafkaPackage.$name"
-
   /**
    * Copies each of [[SystemProperties]] an operator set under Kafka's name to the name the client
    * reads, with the class names in it mapped too (allowed login modules). Called before each client

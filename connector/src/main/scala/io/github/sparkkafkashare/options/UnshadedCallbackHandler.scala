@@ -23,7 +23,7 @@ import org.apache.kafka.common.security.oauthbearer.{OAuthBearerToken, OAuthBear
  * callbacks, whose answers (a token, SASL extensions) are copied back.
  */
 private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String) extends AuthenticateCallbackHandler {
-  import ShadedKafkaNames.{inKafkaNames, inKafkaPackage}
+  import ShadedKafkaNames.inKafkaNames
 
   private var target: AnyRef = _
   private var loader: ClassLoader = _
@@ -36,12 +36,12 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
         s"Class $className of option 'kafka.$setting' could not be loaded (${e.getClass.getSimpleName}: ${e.getMessage}): " +
           "add its jar, and the jars it needs (Kafka's kafka-clients among them), to the application's classpath")
     }
-    val kafkaInterface = kafkaClass(inKafkaPackage("common.security.auth.AuthenticateCallbackHandler"))
+    val kafkaInterface = kafkaCounterpart(classOf[AuthenticateCallbackHandler])
     if (kafkaInterface.forall(!_.isAssignableFrom(handlerClass))) {
       throw new ConfigException(s"Class $className of option 'kafka.$setting' is not a Kafka AuthenticateCallbackHandler" +
         kafkaInterface.fold(" (Kafka's kafka-clients is not on the application's classpath)")(_ => ""))
     }
-    target = handlerClass.getDeclaredConstructor().newInstance().asInstanceOf[AnyRef]
+    target = newInstance(handlerClass)
     val entries = jaasConfigEntries.asScala.map(e =>
       new AppConfigurationEntry(inKafkaNames(e.getLoginModuleName), e.getControlFlag, e.getOptions)).asJava
     invoke(target, "configure", Seq(classOf[JMap[_, _]], classOf[String], classOf[JList[_]]),
@@ -60,19 +60,21 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
 
   override def close(): Unit = if (target != null) invoke(target, "close", Nil)
 
-  /** Kafka's own class of that name, if the application has kafka-clients. */
-  private def kafkaClass(name: String): Option[Class[_]] =
-    try Some(Class.forName(name, false, loader)) catch { case _: ClassNotFoundException => None }
+  /** Kafka's own counterpart of one of the shaded client's classes, if the application's kafka-clients has it. */
+  private def kafkaCounterpart(shaded: Class[_]): Option[Class[_]] =
+    try Some(Class.forName(inKafkaNames(shaded.getName), false, loader)) catch { case _: ClassNotFoundException => None }
+
+  private def newInstance(c: Class[_]): AnyRef = c.getDeclaredConstructor().newInstance().asInstanceOf[AnyRef]
 
   /** A setting or callback of the shaded client's types as Kafka's own; any other value as it is. */
   private def inKafkaTypes(value: Any): AnyRef = value match {
     case s: String => inKafkaNames(s)
-    case c: Class[_] => kafkaClass(inKafkaNames(c.getName)).getOrElse(c)
-    case p: Password => kafkaClass(inKafkaPackage("common.config.types.Password"))
-      .fold[AnyRef](p.value)(_.getConstructor(classOf[String]).newInstance(p.value).asInstanceOf[AnyRef])
+    case c: Class[_] => kafkaCounterpart(c).getOrElse(c)
+    // Every kafka-clients with an AuthenticateCallbackHandler (configure found one) has Password.
+    case p: Password => kafkaCounterpart(classOf[Password]).get.getConstructor(classOf[String]).newInstance(p.value).asInstanceOf[AnyRef]
     case l: JList[_] => l.asScala.map(inKafkaTypes).asJava
     case c: Callback if c.isInstanceOf[OAuthBearerTokenCallback] || c.isInstanceOf[SaslExtensionsCallback] =>
-      kafkaClass(inKafkaNames(c.getClass.getName)).fold[AnyRef](c)(_.getDeclaredConstructor().newInstance().asInstanceOf[AnyRef])
+      kafkaCounterpart(c.getClass).fold[AnyRef](c)(newInstance) // SaslExtensionsCallback is new in Kafka 2.1
     case other => other.asInstanceOf[AnyRef]
   }
 
