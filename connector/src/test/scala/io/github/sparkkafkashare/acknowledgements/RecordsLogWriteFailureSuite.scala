@@ -11,11 +11,11 @@ import java.util.concurrent.atomic.AtomicReference
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.LocalKafka
+import io.github.sparkkafkashare.LocalKafka.bootstrap
 import org.apache.hadoop.fs.{Path, RawLocalFileSystem}
-import org.apache.kafka.clients.admin.{Admin, ListShareGroupOffsetsSpec, NewTopic}
-import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec
 import org.apache.kafka.common.TopicPartition
-import org.apache.kafka.common.serialization.StringSerializer
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.streaming.Trigger
 import org.scalatest.BeforeAndAfterAll
@@ -32,8 +32,7 @@ import org.scalatest.funsuite.AnyFunSuite
  */
 class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
 
-  private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
-  private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
+  private lazy val admin = LocalKafka.newAdmin()
   // Two task threads, and a failed task gets two retries, as on a cluster.
   private lazy val spark = SparkSession.builder().master("local[2,3]").appName("RecordsLogWriteFailureSuite")
     .config("spark.ui.enabled", "false")
@@ -44,19 +43,9 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private val recordCount = 200
 
-  /** A one-partition topic of records "r-0" to "r-199". */
-  private def newTopic(): String = {
-    val topic = s"log-failure-${UUID.randomUUID().toString.take(8)}"
-    admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
-    val producer = new KafkaProducer[String, String](
-      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
-    try (0 until recordCount).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
-    topic
-  }
-
   for (strategy <- Seq("checkpoint-dedup", "two-phase-commit")) {
     test(s"$strategy: the retry of a task whose records log failed returns and logs the records it polled") {
-      val topic = newTopic()
+      val topic = LocalKafka.oneRecordPartition(admin, s"log-failure-${UUID.randomUUID().toString.take(8)}", recordCount)
       val group = s"log-failure-${UUID.randomUUID().toString.take(8)}"
       val checkpoint = Files.createTempDirectory("log-failure").toUri.getPath
       FailingOnceFileSystem.failed.set(null)

@@ -2,17 +2,16 @@ package io.github.sparkkafkashare.executor
 
 import java.net.ServerSocket
 import java.util.UUID
-import java.util.concurrent.TimeUnit.SECONDS
+import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.KafkaShareRuntimeException
+import io.github.sparkkafkashare.{KafkaShareRuntimeException, LocalKafka}
+import io.github.sparkkafkashare.LocalKafka.bootstrap
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
-import org.apache.kafka.clients.admin.{Admin, NewTopic, RecordsToDelete}
-import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
+import org.apache.kafka.clients.admin.RecordsToDelete
 import org.apache.kafka.common.TopicPartition
-import org.apache.kafka.common.serialization.StringSerializer
 import org.apache.spark.{SparkConf, SparkContext}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
@@ -25,8 +24,7 @@ import org.scalatest.funsuite.AnyFunSuite
  */
 class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
 
-  private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
-  private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
+  private lazy val admin = LocalKafka.newAdmin()
   private lazy val spark = new SparkContext(new SparkConf().setMaster("local[1]").setAppName("KafkaShareReplayReaderSuite")
     .set("spark.ui.enabled", "false"))
   private lazy val metrics = KafkaShareSourceMetrics.register(spark, "replay-suite")
@@ -34,13 +32,10 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
   override def afterAll(): Unit = try admin.close() finally spark.stop()
 
   /** A one-partition topic of records "r-0" to "r-(n-1)". */
-  private def topicOf(n: Int, topic: String = s"replay-${UUID.randomUUID().toString.take(8)}"): String = {
-    admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
-    val producer = new KafkaProducer[String, String](
-      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
-    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
-    topic
-  }
+  private def topicOf(n: Int, topic: String = s"replay-${UUID.randomUUID().toString.take(8)}"): String =
+    LocalKafka.oneRecordPartition(admin, topic, n)
+
+  private def secondsSince(startedNanos: Long): Long = SECONDS.convert(System.nanoTime() - startedNanos, NANOSECONDS)
 
   private def deleteTopic(topic: String): Unit = {
     admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
@@ -80,7 +75,7 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
     val gone = replayFailure(bootstrap, topic, Seq(3L, 7L, 8L))
     assert(gone.getCondition == "KAFKA_SHARE_REPLAY_RECORDS_GONE", gone.getMessage)
     assert(gone.getMessage.contains(s"for example $topic-0@7, $topic-0@8:"), gone.getMessage)
-    assert(SECONDS.convert(System.nanoTime() - started, java.util.concurrent.TimeUnit.NANOSECONDS) < 3,
+    assert(secondsSince(started) < 3,
       "waited for the timeout where the log's end said the records were gone")
   }
 
@@ -91,7 +86,7 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
     val gone = replayFailure(bootstrap, topic, Seq(3L, 7L))
     assert(gone.getCondition == "KAFKA_SHARE_REPLAY_RECORDS_GONE", gone.getMessage)
     assert(gone.getMessage.contains(s"for example $topic-0@3, $topic-0@7:"), gone.getMessage)
-    assert(SECONDS.convert(System.nanoTime() - started, java.util.concurrent.TimeUnit.NANOSECONDS) < 3,
+    assert(secondsSince(started) < 3,
       "waited for the timeout where the cluster said the topic was gone")
   }
 
@@ -104,7 +99,7 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(failure.getCondition == "KAFKA_SHARE_BROKER_UNREACHABLE", failure.getMessage)
     assert(failure.getMessage.contains(s"Could not reach the Kafka cluster at $servers within 3000 ms while " +
       "reading back 1 records of slot 2 to re-run the batch of round 7"), failure.getMessage)
-    assert(SECONDS.convert(System.nanoTime() - started, java.util.concurrent.TimeUnit.NANOSECONDS) < 30,
+    assert(secondsSince(started) < 30,
       "waited far past the timeout")
   }
 }
