@@ -132,6 +132,39 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     assert kafka.unfinished(group, topic) == 0
 
 
+def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_another_executor(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic(partitions=2)
+    expected = values(2_000)
+    kafka.produce(topic, expected, key=str)
+
+    # A task of the first batch with records fails after its consumer joined the group and polled.
+    # Spark drops the failed task's counts; with excludeOnFailure its retry runs on the other executor,
+    # where a new consumer joins for the slot, and the slot's tasks stay there. No task of the slot
+    # comes back to the executor it left, so what finds its consumer left behind there (the executor's
+    # janitor, or a task of the other slot) must report the failed task's join: three consumers joined.
+    # The query runs until the metric says so (120 s at most); before 2026-12-01 it stayed at two.
+    job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "2", "--fault", "task-failure")
+    job += ("--spark-conf", "spark.excludeOnFailure.enabled=true")
+    job += ("--stop-once-read", str(len(expected)), "--until-acknowledged")
+    job += ("--until-metric", "consumersJoined=3")
+    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    out = tmp_path / "out"
+    assert (out / "task-failure-injected").exists()
+    assert (out / "read-all.txt").read_text() == "True"
+
+    rows = drained_rows(tmp_path)
+    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
+    assert not lost
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["consumersJoined"] == "3", metrics
+    # The failed attempt's records went back to the group before the sink saw any; a duplicate can
+    # only be a record whose ACCEPT Kafka did not apply as the group's members changed.
+    assert len(duplicated) <= int(metrics["acknowledgementsFailed"]) + int(metrics["locksExpired"]), metrics
+    assert kafka.unfinished(group, topic) == 0
+
+
 def test_a_query_stopped_while_an_executor_is_busy_leaves_no_consumer_behind_in_the_group(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

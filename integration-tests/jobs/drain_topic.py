@@ -31,7 +31,8 @@ executors, and their consumers stay behind on a live executor that no task of th
 to. It comes with `--stop-once-read N`: the query then runs with the default trigger until the sink
 has read N distinct values (or the occupying job ends), writes whether it read them all to
 `<out>/read-all.txt`, waits for Spark to commit the last batch the sink wrote, and stops; with
-`--until-acknowledged` it also runs until Kafka has applied acknowledgements for N records. The
+`--until-acknowledged` it also runs until Kafka has applied acknowledgements for N records, with
+`--until-metric NAME=N` until the source's metric NAME is N or more. The
 occupying task writes `<out>/occupy-ended` if its time runs out. `--stop-while-occupied S` (with
 `--stop-once-read`) instead starts, once the last batch is committed, a job that keeps one executor
 busy for S seconds, stops the query while it is, writes `<out>/stopped` and keeps the application up
@@ -148,6 +149,11 @@ parser.add_argument(
     action="store_true",
     help="with --stop-once-read: also run until Kafka applied acknowledgements for N records (an ACCEPT it "
     "fails, in a rebalance, leaves its record to come back after its lock and be read again)",
+)
+parser.add_argument(
+    "--until-metric",
+    metavar="NAME=N",
+    help="with --stop-once-read: also run until the source's metric NAME in the last progress is N or more",
 )
 parser.add_argument(
     "--stop-while-occupied",
@@ -424,12 +430,16 @@ writer = share_records.writeStream.foreachBatch(sink).option("checkpointLocation
 if args.sink == "kafka":
     query = run_into_kafka(share_records)
 elif args.stop_once_read:
+    metric, _, metric_target = (args.until_metric or "").partition("=")
     query = writer.start()
     started = time.monotonic()
 
     def finished() -> bool:
-        return len(read_values) >= args.stop_once_read and (
-            not args.until_acknowledged or acknowledged(source_metrics(query)) >= args.stop_once_read
+        metrics = source_metrics(query)
+        return (
+            len(read_values) >= args.stop_once_read
+            and (not args.until_acknowledged or acknowledged(metrics) >= args.stop_once_read)
+            and (not args.until_metric or int(metrics.get(metric, 0)) >= int(metric_target))
         )
 
     while not finished() and query.isActive:

@@ -42,7 +42,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   val RenewCheckInterval: Duration = Duration.ofMillis(200)
 
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
-  /** Counts of failed tasks, which Spark drops, for the slot's next task here to report (see [[keepUnreported]]). */
+  /**
+   * Counts of failed tasks, which Spark drops, for the slot's next task here to report, or, once the
+   * slot runs elsewhere, [[releaseLeftBehind]] (see [[keepUnreported]]).
+   */
   private val unreported = new ConcurrentHashMap[SlotKey, Map[KafkaShareCountMetric, Long]]()
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
@@ -171,24 +174,30 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * Releases what this JVM's consumers of a run hold for slots whose tasks now run on other
    * executors (`homes`); see [[ShareConsumerSlot.releaseLeftBehind]]. A consumer in use is skipped,
    * the calling task's own included (its lock is reentrant, so tryLock alone would take it): a task
-   * of its own slot settles it. Returns what to count for the run: the records released, and what
-   * those consumers' acknowledgements and locks did since their slot's last task here (which was
-   * the one to report it, and may be the last).
+   * of its own slot settles it. Returns what to count for the run: the records released, what
+   * those consumers' acknowledgements and locks did since their slot's last task here, and what
+   * failed tasks of those slots counted here ([[keepUnreported]]), which the slot's next task here
+   * was to report and may never come (the failed task's retry ran on another executor, and the slot
+   * stayed there). Of the latter, not the acquisitions: what a left-behind consumer holds goes back
+   * to the group, released here or as it closes, and counts when it is acquired again, as the
+   * records a failed task releases do.
    */
   def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long)
       : Map[KafkaShareCountMetric, Long] = {
     val leftBehind = slotsOf(runId).filter { case (key, _) => homes.get(key.slot).exists(_ != here) }
     leftBehind.flatMap { case (key, slot) =>
-      if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) Map.empty
+      if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) Nil
       else try {
-        if (slots.get(key) ne slot) Map.empty
+        if (slots.get(key) ne slot) Nil
         else {
           val released = slot.releaseLeftBehind(committedThrough, CloseTimeout)
           if (released > 0) {
             logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
               s"executor ${homes(key.slot)}")
           }
-          slot.drainAcknowledgementEvents().byMetric + (KafkaShareCountMetric.Released -> released.toLong)
+          val failedTasksCounted = takeUnreported(key) -- Seq(KafkaShareCountMetric.Acquired, KafkaShareCountMetric.Redelivered)
+          (KafkaShareCountMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
+            failedTasksCounted)
         }
       } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
     }.groupMapReduce(_._1)(_._2)(_ + _).filter(_._2 > 0)

@@ -10,7 +10,7 @@ import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
-import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{AcknowledgementsFailed, Released}
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
 import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, KafkaShareConsumer}
@@ -160,6 +160,19 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
         assert(again.config.get(ConsumerConfig.CLIENT_ID_CONFIG) == s"$run-1", "the slot's own consumer, not a new one")
         assert(again.heldFor(0).isEmpty)
       } finally ShareConsumerPool.giveBack(again)
+    }
+  }
+
+  test("a left-behind consumer reports, once, what a failed task of its slot counted here, but for its acquisitions") {
+    withSlotHolding(round = 0) { (run, _, _, held) =>
+      // As the failure listener keeps them: Spark dropped the failed task's counts, and its retry ran on
+      // another executor, where the slot stayed, so no task of the slot comes back here to report them.
+      ShareConsumerPool.keepUnreported(SlotKey(run, 1), Map(Acquired -> held.size.toLong, Joined -> 1L, Accepted -> 7L))
+      val counted = ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0)
+      // The released records are acquired again, and counted then.
+      assert(counted == Map(Released -> held.size.toLong, Joined -> 1L, Accepted -> 7L))
+      assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
+      assert(ShareConsumerPool.takeUnreported(SlotKey(run, 1)).isEmpty, "the slot's next task here would count them again")
     }
   }
 
