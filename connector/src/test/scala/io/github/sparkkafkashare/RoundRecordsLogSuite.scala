@@ -40,9 +40,25 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(1, 0, Seq(record(0, 1), record(0, 2)))
     log.write(2, 0, Seq(record(0, 3), record(1, 7)))
     log.write(3, 0, Seq(record(0, 9)))
-    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L))
+    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), Map.empty)
     assert(log.rounds().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
+  }
+
+  test("a topic made again under its name: its records are not the old ones, and pruning forgets the old ones") {
+    val log = newLog()
+    val index = new DeliveredRecordsIndex(log)
+    def of(topicId: String, offset: Long, timestamp: Long) = record(0, offset).copy(topicId = Some(topicId), timestamp = Some(timestamp))
+    log.write(1, 0, Seq(of("old", 1, 100), of("old", 2, 101)))
+    assert(log.read(1, 0).contains(Seq(of("old", 1, 100), of("old", 2, 101))))
+    // A redelivery is the same record; offset 2 of the new topic is another record, by its id or,
+    // while the driver still names the old id, by its timestamp.
+    val polled = Seq(of("old", 1, 100), of("new", 2, 101), of("old", 2, 900))
+    assert(index.handedOver(2, slot = 0, polled).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.handedOver(2, slot = 0, Seq(record(0, 2))).byEarlierRounds == Set(RecordCoordinates("t", 0, 2))) // ids unknown
+    log.write(2, 0, Seq(record(0, 5))) // a file without ids
+    assert(log.prune(through = 2, Map(new TopicPartition("t", 0) -> 0L), Map("t" -> "new")) == 1)
+    assert(log.rounds().keySet == Set(2L))
   }
 
   test("the executors' index finds records that earlier rounds handed over, and only those") {
@@ -50,7 +66,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     val index = new DeliveredRecordsIndex(log)
     log.write(1, 0, Seq(record(0, 1)))
     log.write(2, 1, Seq(record(0, 2)))
-    val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
+    val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     assert(index.handedOver(3, slot = 0, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)), Set.empty))
     log.delete(1)
@@ -64,7 +80,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2)))
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3))) // marked again: replaces
     assert(log.read(1) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)))) // a replay still reads them all
-    val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
+    val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     // Handed to Spark again in round 2 and not released: a later redelivery is a duplicate.
     log.write(2, 0, Seq(record(0, 2, deliveryCount = 2)))
@@ -81,7 +97,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.write(4, 0, Seq(record(0, 1)))
     log.write(4, 1, Seq(record(0, 2)))
     log.write(3, 2, Seq(record(0, 3)))
-    val candidates = Seq(1L, 2L, 3L).map(o => RecordCoordinates("t", 0, o))
+    val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(4, slot = 1, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 3)), Set(RecordCoordinates("t", 0, 1))))
     log.write(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
     log.write(4, 3, Seq(record(0, 2)))

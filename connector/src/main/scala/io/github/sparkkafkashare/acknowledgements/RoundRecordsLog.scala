@@ -13,8 +13,29 @@ import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
 
-/** A record a round handed to Spark, with the delivery count it had then. */
-private[sparkkafkashare] final case class LoggedRecord(coordinates: RecordCoordinates, deliveryCount: Int)
+/**
+ * A record a round handed to Spark, with the delivery count it had then.
+ *
+ * @param topicId   the id of its topic when the round was planned: a topic deleted and made again under
+ *                  the same name has another id, and its records reuse the old one's offsets
+ * @param timestamp the record's timestamp, which a redelivery keeps: it tells the records of a topic
+ *                  made again apart from the old ones while the driver has yet to see the new id
+ */
+private[sparkkafkashare] final case class LoggedRecord(
+    coordinates: RecordCoordinates,
+    deliveryCount: Int,
+    topicId: Option[String] = None,
+    timestamp: Option[Long] = None) {
+
+  /**
+   * Whether `polled` can be this record delivered again: the same coordinates, and no topic id or
+   * timestamp that differs (one not known on either side does not tell them apart).
+   */
+  def sameAs(polled: LoggedRecord): Boolean = {
+    def agree[T](a: Option[T], b: Option[T]) = a.isEmpty || b.isEmpty || a == b
+    coordinates == polled.coordinates && agree(topicId, polled.topicId) && agree(timestamp, polled.timestamp)
+  }
+}
 
 /** A round's files in the log: each slot's, and the one of records user code RELEASEd, if any. */
 private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, FileStatus], released: Option[FileStatus])
@@ -130,13 +151,16 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   def delete(round: Long): Unit = fs.delete(new Path(root, round.toString), true)
 
   /**
-   * Deletes the files of rounds up to `through` whose every record lies below its share-partition's
-   * start offset; returns how many records the log still remembers.
+   * Deletes the files of rounds up to `through` whose every record Kafka will never deliver again: it
+   * lies below its share-partition's start offset, or its topic now has another id (deleted and made
+   * again); returns how many records the log still remembers.
    */
-  def prune(through: Long, startOffsets: Map[TopicPartition, Long]): Long =
+  def prune(through: Long, startOffsets: Map[TopicPartition, Long], topicIds: Map[String, String]): Long =
     rounds().filter(_._1 <= through).map { case (round, files) =>
       val live = files.slots.values.flatMap(readFile).count { r =>
-        startOffsets.get(new TopicPartition(r.coordinates.topic, r.coordinates.partition)).forall(r.coordinates.offset >= _)
+        val c = r.coordinates
+        val sameTopic = r.topicId.forall(id => topicIds.get(c.topic).forall(_ == id))
+        sameTopic && startOffsets.get(new TopicPartition(c.topic, c.partition)).forall(c.offset >= _)
       }
       if (live == 0) delete(round)
       live.toLong
@@ -149,14 +173,17 @@ private[sparkkafkashare] object RoundRecordsLog {
   /** The delivery count written for released records: the driver's marks do not carry it. */
   private val ReleasedMark = 0
 
-  /** `{"records": [[topic, partition, offset, deliveryCount], ...]}` */
+  /** `{"records": [[topic, partition, offset, deliveryCount, topicId, timestamp], ...]}`, null where unknown. */
   def toJson(records: Seq[LoggedRecord]): String = mapper.writeValueAsString(Map("records" -> records.map { r =>
-    Seq[Any](r.coordinates.topic, r.coordinates.partition, r.coordinates.offset, r.deliveryCount).asJava
+    Seq[Any](r.coordinates.topic, r.coordinates.partition, r.coordinates.offset, r.deliveryCount,
+      r.topicId.orNull, r.timestamp.map(Long.box).orNull).asJava
   }.asJava).asJava)
 
   def fromJson(json: String): Seq[LoggedRecord] = try {
     mapper.readTree(json).get("records").elements().asScala.map { r =>
-      LoggedRecord(RecordCoordinates(r.get(0).asText(), r.get(1).asInt(), r.get(2).asLong()), r.get(3).asInt())
+      def known(i: Int) = Option(r.get(i)).filterNot(_.isNull)
+      LoggedRecord(RecordCoordinates(r.get(0).asText(), r.get(1).asInt(), r.get(2).asLong()), r.get(3).asInt(),
+        known(4).map(_.asText()), known(5).map(_.asLong()))
     }.toSeq
   } catch {
     case NonFatal(e) => throw new IllegalStateException(s"Unreadable kafka-share round file: ${e.getMessage}", e)
@@ -176,41 +203,51 @@ private[sparkkafkashare] final case class HandedOver(
  * the log) and, afresh, the other slots' files of the slot's own round, which are still being written.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
-  private var byRound = Map.empty[Long, Set[RecordCoordinates]]
+  import DeliveredRecordsIndex.{ByCoordinates, byCoordinates, loggedIn}
+
+  private var byRound = Map.empty[Long, ByCoordinates]
 
   /**
-   * Those of `candidates` that a round before `round` handed to Spark, and, of the rest, those that
-   * another slot logged for `round` itself: an executor died with them, the broker gave them to this
-   * slot, and the other slot's retry reads them back from its log.
+   * Those of `candidates` (polled records, as the round would log them) that a round before `round`
+   * handed to Spark, and, of the rest, those that another slot logged for `round` itself: an executor
+   * died with them, the broker gave them to this slot, and the other slot's retry reads them back from
+   * its log.
    */
-  def handedOver(round: Long, slot: Int, candidates: Seq[RecordCoordinates]): HandedOver =
+  def handedOver(round: Long, slot: Int, candidates: Seq[LoggedRecord]): HandedOver =
     if (candidates.isEmpty) HandedOver(Set.empty, Set.empty)
     else {
       val files = log.rounds()
-      val earlier = deliveredBefore(round, files, candidates)
-      val others = files.get(round).toSeq.flatMap(_.slots.collect { case (other, file) if other != slot => log.readFile(file) })
-        .flatten.map(_.coordinates).toSet
-      HandedOver(earlier, candidates.filter(others.contains).toSet -- earlier)
+      val earlier = loggedIn(deliveredBefore(round, files), candidates)
+      val others = byCoordinates(files.get(round).toSeq.flatMap(_.slots.collect {
+        case (other, file) if other != slot => log.readFile(file)
+      }).flatten)
+      HandedOver(earlier, loggedIn(Seq(others), candidates) -- earlier)
     }
 
-  private def deliveredBefore(
-      round: Long,
-      files: Map[Long, RoundFiles],
-      candidates: Seq[RecordCoordinates]): Set[RecordCoordinates] = synchronized {
+  private def deliveredBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
     val logged = files.filter(_._1 < round)
     // A round's released file is written before its batch commits, so before any later round reads it.
-    def handedToSpark(round: RoundFiles): Set[RecordCoordinates] = {
-      def coordinates(files: Iterable[FileStatus]) = files.flatMap(log.readFile).map(_.coordinates).toSet
-      coordinates(round.slots.values) -- coordinates(round.released)
+    def handedToSpark(round: RoundFiles): ByCoordinates = {
+      val released = round.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
+      byCoordinates(round.slots.values.flatMap(log.readFile).filterNot(r => released.contains(r.coordinates)))
     }
     byRound = byRound.filter { case (r, _) => logged.contains(r) } ++ logged.collect {
       case (r, files) if !byRound.contains(r) => r -> handedToSpark(files)
     }
-    candidates.filter(c => byRound.valuesIterator.exists(_.contains(c))).toSet
+    byRound.values
   }
 }
 
 private[sparkkafkashare] object DeliveredRecordsIndex {
+  /** Logged records by their coordinates (records of a topic made again can share them). */
+  private type ByCoordinates = Map[RecordCoordinates, Seq[LoggedRecord]]
+
+  private def byCoordinates(records: Iterable[LoggedRecord]): ByCoordinates = records.toSeq.groupBy(_.coordinates)
+
+  /** The coordinates of those `candidates` that one of the `logged` records is the same record as. */
+  private def loggedIn(logged: Iterable[ByCoordinates], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
+    candidates.filter(c => logged.exists(_.getOrElse(c.coordinates, Nil).exists(_.sameAs(c)))).map(_.coordinates).toSet
+
   private val byRun = new java.util.concurrent.ConcurrentHashMap[String, DeliveredRecordsIndex]()
 
   /** This JVM's index for a query run. */

@@ -153,9 +153,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
       polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
-    val coordinates = polled.asScala.map(RecordCoordinates.of).toSeq
-    val HandedOver(earlier, thisRound) =
-      DeliveredRecordsIndex.forRun(partition.runId, log).handedOver(partition.round, partition.slot, coordinates)
+    val HandedOver(earlier, thisRound) = DeliveredRecordsIndex.forRun(partition.runId, log)
+      .handedOver(partition.round, partition.slot, polled.asScala.map(loggedRecord).toSeq)
     val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
     counts.add(_.deduplicated, earlier.size + thisRound.size)
     counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
@@ -164,8 +163,10 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   }
 
   private def logRecords(log: RoundRecordsLog, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit =
-    log.write(partition.round, partition.slot,
-      records.asScala.map(r => LoggedRecord(RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r))).toSeq)
+    log.write(partition.round, partition.slot, records.asScala.map(loggedRecord).toSeq)
+
+  private def loggedRecord(r: ConsumerRecord[Array[Byte], Array[Byte]]): LoggedRecord = LoggedRecord(
+    RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r), partition.topicIds.get(r.topic()), Some(r.timestamp()))
 
   private var current: InternalRow = _
 

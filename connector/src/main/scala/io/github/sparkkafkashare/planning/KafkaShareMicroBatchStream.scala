@@ -100,6 +100,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var lastPlanned: Option[PlannedRound] = None
   private var committedRound = -1L
   private var topics: Set[String] = Set.empty
+  /** The ids of [[topics]]: a topic deleted and made again under its name gets another. */
+  private var topicIds: Map[String, String] = Map.empty
   private var topicsChecked: Option[Long] = None
   private var lastBacklog: Option[Long] = None
   private var backlogChecked: Option[Long] = None
@@ -221,7 +223,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       // task did not run since (foreachBatch left part of a batch unread).
       val heldRound = lastRead.get(slot).map(_.round).filter(_ <= committedThrough).getOrElse(committedThrough)
       val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(heldRound),
-        known, poll, topics, consumerConfig, options.includeHeaders, pollTimeoutMs, groupLimits, location)
+        known, poll, topics, topicIds, consumerConfig, options.includeHeaders, pollTimeoutMs, groupLimits, location)
       partition.currentLocation = () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
@@ -259,13 +261,16 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   /**
-   * Forgets logged records that lie below their share-partition's start offset (Kafka never
-   * delivers those again), at most every [[RecordsLogPruneNanos]]; keeps the remembered count.
+   * Forgets logged records that lie below their share-partition's start offset, or whose topic was
+   * made again (Kafka never delivers those again), at most every [[RecordsLogPruneNanos]]; keeps the remembered count.
    */
   private def pruneRecordsLog(): Unit = recordsLog.foreach { log =>
     if (dedupPruned.forall(System.nanoTime() - _ > RecordsLogPruneNanos)) {
       dedupPruned = Some(System.nanoTime())
-      try dedupState = Some(log.prune(committedRound, admin.partitionStates().map { case (tp, s) => tp -> s.startOffset() }))
+      try {
+        val startOffsets = admin.partitionStates().map { case (tp, s) => tp -> s.startOffset() }
+        dedupState = Some(log.prune(committedRound, startOffsets, admin.topicIds(topics)))
+      }
       catch { case NonFatal(e) => logWarning(s"Could not prune the records log in ${log.dir}", e) }
     }
   }
@@ -402,6 +407,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {
     topics = admin.subscribedTopics(options.subscription)
+    topicIds = admin.topicIds(topics)
     topicsChecked = Some(System.nanoTime())
   }
 

@@ -8,7 +8,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
-import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo, TopicDescription}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
@@ -173,12 +173,17 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The partitions of `topics`; a topic that does not exist (yet) has none (a share consumer waits for it). */
-  def partitionsOf(topics: Set[String]): Seq[TopicPartition] = {
-    if (topics.isEmpty) return Seq.empty
-    admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
+  def partitionsOf(topics: Set[String]): Seq[TopicPartition] =
+    describeTopics(topics).flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
+
+  /** The id of each of `topics` that exists. */
+  def topicIds(topics: Set[String]): Map[String, String] = describeTopics(topics).map(d => d.name() -> d.topicId().toString).toMap
+
+  private def describeTopics(topics: Set[String]): Seq[TopicDescription] =
+    if (topics.isEmpty) Seq.empty
+    else admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
       case (topic, future) => awaitIfExists(s"describing topic '$topic'", future)
-    }.flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
-  }
+    }
 
   /** The log end offset of each partition. */
   def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())
