@@ -16,30 +16,31 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   private def record(partition: Int, offset: Long, deliveryCount: Int = 1) =
     LoggedRecord(RecordCoordinates("t", partition, offset), deliveryCount)
 
-  test("a slot's file holds what it last wrote for the round, and reads back exactly") {
+  test("a slot's file holds what its round's first writer logged, and reads back exactly") {
     val log = newLog()
-    log.write(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2)))
-    log.write(3, 1, Seq(record(1, 5)))
-    log.write(3, 1, Seq(record(1, 6))) // a retried task replaces its failed attempt's file
+    assert(log.writeFirst(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2))).isEmpty)
+    assert(log.writeFirst(3, 1, Seq(record(1, 5))).isEmpty)
+    // Another evaluation of the round that polled other records learns what the batch holds.
+    assert(log.writeFirst(3, 1, Seq(record(1, 6))).contains(Seq(record(1, 5))))
     assert(log.rounds().keySet == Set(3L))
-    assert(log.read(3) == Map(0 -> Seq(record(0, 10), record(0, 11, deliveryCount = 2)), 1 -> Seq(record(1, 6))))
+    assert(log.read(3) == Map(0 -> Seq(record(0, 10), record(0, 11, deliveryCount = 2)), 1 -> Seq(record(1, 5))))
     assert(log.read(4).isEmpty)
   }
 
   test("a slot's round that acquired nothing is logged as empty, unlike one that was never logged") {
     val log = newLog()
-    log.write(5, 0, Nil)
+    log.writeFirst(5, 0, Nil)
     assert(log.contains(5, 0) && log.read(5, 0).contains(Nil))
     assert(!log.contains(5, 1) && log.read(5, 1).isEmpty)
-    log.write(5, 1, Seq(record(1, 4)))
+    log.writeFirst(5, 1, Seq(record(1, 4)))
     assert(log.read(5, 1).contains(Seq(record(1, 4))))
   }
 
   test("pruning forgets rounds whose records all lie below their share-partition start offset") {
     val log = newLog()
-    log.write(1, 0, Seq(record(0, 1), record(0, 2)))
-    log.write(2, 0, Seq(record(0, 3), record(1, 7)))
-    log.write(3, 0, Seq(record(0, 9)))
+    log.writeFirst(1, 0, Seq(record(0, 1), record(0, 2)))
+    log.writeFirst(2, 0, Seq(record(0, 3), record(1, 7)))
+    log.writeFirst(3, 0, Seq(record(0, 9)))
     val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), Map.empty)
     assert(log.rounds().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
@@ -49,14 +50,14 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
     def of(topicId: String, offset: Long, timestamp: Long) = record(0, offset).copy(topicId = Some(topicId), timestamp = Some(timestamp))
-    log.write(1, 0, Seq(of("old", 1, 100), of("old", 2, 101)))
+    log.writeFirst(1, 0, Seq(of("old", 1, 100), of("old", 2, 101)))
     assert(log.read(1, 0).contains(Seq(of("old", 1, 100), of("old", 2, 101))))
     // A redelivery is the same record; offset 2 of the new topic is another record, by its id or,
     // while the driver still names the old id, by its timestamp.
     val polled = Seq(of("old", 1, 100), of("new", 2, 101), of("old", 2, 900))
     assert(index.handedOver(2, slot = 0, polled).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     assert(index.handedOver(2, slot = 0, Seq(record(0, 2))).byEarlierRounds == Set(RecordCoordinates("t", 0, 2))) // ids unknown
-    log.write(2, 0, Seq(record(0, 5))) // a file without ids
+    log.writeFirst(2, 0, Seq(record(0, 5))) // a file without ids
     assert(log.prune(through = 2, Map(new TopicPartition("t", 0) -> 0L), Map("t" -> "new")) == 1)
     assert(log.rounds().keySet == Set(2L))
   }
@@ -64,8 +65,8 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("the executors' index finds records that earlier rounds handed over, and only those") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    log.write(1, 0, Seq(record(0, 1)))
-    log.write(2, 1, Seq(record(0, 2)))
+    log.writeFirst(1, 0, Seq(record(0, 1)))
+    log.writeFirst(2, 1, Seq(record(0, 2)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     assert(index.handedOver(3, slot = 0, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)), Set.empty))
@@ -76,14 +77,14 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("records user code released from a round's batch are not duplicates when they come back") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    log.write(1, 0, Seq(record(0, 1), record(0, 2), record(0, 3)))
+    log.writeFirst(1, 0, Seq(record(0, 1), record(0, 2), record(0, 3)))
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2)))
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3))) // marked again: replaces
     assert(log.read(1) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)))) // a replay still reads them all
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     // Handed to Spark again in round 2 and not released: a later redelivery is a duplicate.
-    log.write(2, 0, Seq(record(0, 2, deliveryCount = 2)))
+    log.writeFirst(2, 0, Seq(record(0, 2, deliveryCount = 2)))
     assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds ==
       Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
     log.writeReleased(4, Seq(RecordCoordinates("t", 0, 9)))
@@ -94,26 +95,26 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("the index finds what other slots logged for the same round, not what this slot logged") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    log.write(4, 0, Seq(record(0, 1)))
-    log.write(4, 1, Seq(record(0, 2)))
-    log.write(3, 2, Seq(record(0, 3)))
+    log.writeFirst(4, 0, Seq(record(0, 1)))
+    log.writeFirst(4, 1, Seq(record(0, 2)))
+    log.writeFirst(3, 2, Seq(record(0, 3)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(4, slot = 1, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 3)), Set(RecordCoordinates("t", 0, 1))))
-    log.write(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
-    log.write(4, 3, Seq(record(0, 2)))
+    log.writeFirst(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
+    log.writeFirst(4, 3, Seq(record(0, 2)))
     assert(index.handedOver(4, slot = 1, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
     assert(index.handedOver(4, slot = 0, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 2)))
   }
 
   test("listing and reading a round while other slots write their files never fails") {
     val log = newLog()
-    log.write(1, 0, Seq(record(0, 1)))
+    log.writeFirst(1, 0, Seq(record(0, 1)))
     val stop = new java.util.concurrent.atomic.AtomicBoolean(false)
     val written = new java.util.concurrent.atomic.AtomicInteger(0)
     val writerFailure = new java.util.concurrent.atomic.AtomicReference[Throwable]()
     // Other slots write their files (a temporary file, renamed into place) while slot 0 reads the round.
     val writer = new Thread(() => {
-      try while (!stop.get()) { val slot = written.incrementAndGet(); log.write(1, slot, Seq(record(1, slot))) }
+      try while (!stop.get()) { val slot = written.incrementAndGet(); log.writeFirst(1, slot, Seq(record(1, slot))) }
       catch { case t: Throwable => writerFailure.set(t) }
     })
     writer.start()
@@ -132,7 +133,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
 
   test("an unfinished write leaves no slot file behind for readers") {
     val log = newLog()
-    log.write(6, 0, Seq(record(0, 1)))
+    log.writeFirst(6, 0, Seq(record(0, 1)))
     val roundDir = new java.io.File(log.dir, "6")
     Files.writeString(new java.io.File(roundDir, ".1.json.1234.tmp").toPath, "{\"records\": [[") // a task died here
     assert(log.rounds().map { case (round, files) => round -> files.slots.keySet } == Map(6L -> Set(0)))

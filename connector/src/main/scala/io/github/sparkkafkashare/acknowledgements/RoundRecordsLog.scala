@@ -8,7 +8,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.ObjectMapper
-import org.apache.hadoop.fs.{CommonPathCapabilities, FSDataInputStream, FileStatus, FileSystem, Path}
+import org.apache.hadoop.fs.{CommonPathCapabilities, FSDataInputStream, FileAlreadyExistsException, FileStatus, FileSystem, Path}
 import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
@@ -75,9 +75,33 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    */
   @transient private lazy val filesAppearWhole = fs.hasPathCapability(root, CommonPathCapabilities.ABORTABLE_STREAM)
 
-  /** Replaces the slot's file for `round` with `records`, so that readers never see part of it. */
-  def write(round: Long, slot: Int, records: Seq[LoggedRecord]): Unit =
-    replace(slotFile(round, slot), RoundRecordsLog.toJson(records))
+  /**
+   * Logs `records` as what the slot's `round` handed to Spark, unless a file for it is there already:
+   * the first writer wins, so every evaluation of a batch agrees on its records. Returns None when
+   * this call wrote the file, or the records of the file that was there. Readers never see part of a
+   * file. Two writers that start together are told apart as Spark's own offset log tells its writers
+   * apart on the same file system: atomically on HDFS and where files appear whole (S3A), and on a
+   * local file system by a check just before the rename.
+   */
+  def writeFirst(round: Long, slot: Int, records: Seq[LoggedRecord]): Option[Seq[LoggedRecord]] = {
+    val target = slotFile(round, slot)
+    val json = RoundRecordsLog.toJson(records).getBytes(UTF_8)
+    val written =
+      if (filesAppearWhole) {
+        try {
+          val out = fs.createFile(target).overwrite(false).opt("fs.s3a.create.performance", false).build()
+          try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
+          out.close()
+          true
+        } catch { case _: FileAlreadyExistsException => false }
+      } else {
+        val temporary = writeTemporary(target, json)
+        val renamed = !fs.exists(target) && fs.rename(temporary, target)
+        if (!renamed) fs.delete(temporary, false)
+        renamed
+      }
+    if (written) None else Some(read(round, slot).getOrElse(throw new IOException(s"$target vanished while it was written")))
+  }
 
   /**
    * Replaces the records user code RELEASEd from `round`'s batch with `released` (none: removes the
@@ -95,12 +119,18 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
       try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
       out.close()
     } else {
-      val temporary = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
-      val out = fs.create(temporary, true)
-      try out.write(json) finally out.close()
+      val temporary = writeTemporary(target, json)
       if (fs.exists(target)) fs.delete(target, false)
       if (!fs.rename(temporary, target)) throw new IOException(s"could not rename $temporary to $target")
     }
+  }
+
+  /** A file beside `target`, holding `json`, for a rename to put in place whole. */
+  private def writeTemporary(target: Path, json: Array[Byte]): Path = {
+    val temporary = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
+    val out = fs.create(temporary, true)
+    try out.write(json) finally out.close()
+    temporary
   }
 
   /**

@@ -9,6 +9,7 @@ import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourc
 import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations, SlotRead}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
+import org.apache.spark.internal.Logging
 import org.apache.spark.sql.kafkashare.ExecutorLocality
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
@@ -33,11 +34,12 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] = partition match {
     case p: KafkaShareInputPartition =>
       loggedElsewhere(p) match {
-        case Some(logged) => new KafkaShareReplayReader(p.round, p.slot, logged, p.consumerConfig, p.includeHeaders, metrics)
+        case Some(logged) =>
+          new KafkaShareReplayReader(p.round, p.slot, logged, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
         case None => new KafkaSharePartitionReader(p, metrics, slotLocations, recordsLog)
       }
     case p: KafkaShareReplayPartition =>
-      new KafkaShareReplayReader(p.round, p.slot, p.records, p.consumerConfig, p.includeHeaders, metrics)
+      new KafkaShareReplayReader(p.round, p.slot, p.records, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
   }
 
   /**
@@ -62,14 +64,17 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
  * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
  * dropped, those another slot logged for this round are held but not returned, and the
  * coordinates of the rest are logged before the first row leaves; a failed attempt
- * keeps what it acquired, for the retry to return the same records.
+ * keeps what it acquired, for the retry to return the same records. The first evaluation of the
+ * slot's round to log its records decides what the batch holds: an evaluation whose consumer holds
+ * other records (its attempt failed before logging them, and a retry elsewhere logged its own) RELEASEs
+ * them and reads the logged ones back by their coordinates.
  */
 private[sparkkafkashare] final class KafkaSharePartitionReader(
     partition: KafkaShareInputPartition,
     metrics: KafkaShareSourceMetrics,
     slotLocations: SlotLocations,
     recordsLog: Option[RoundRecordsLog])
-  extends PartitionReader[InternalRow] {
+  extends PartitionReader[InternalRow] with Logging {
 
   private val counts = new TaskCounts(metrics)
 
@@ -82,7 +87,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   private var slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), consumerConfig,
     partition.groupLimits)
 
-  private val records: Iterator[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+  private val rows: Iterator[InternalRow] = {
     val context = TaskContext.get()
     // Not held if replacing the slot failed after giving the old one up.
     context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
@@ -105,10 +110,13 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
       // failure keeps them held, for the retry to return them again: an earlier evaluation's sink may
       // have them, and releasing them would let the retry poll records that sink never sees.
       case Some(held) =>
-        recordsLog.filterNot(_.contains(partition.round, partition.slot)) match {
-          // The attempt that polled failed before checking and logging them (it counted them).
-          case Some(log) => dropDuplicatesAndLog(log, held).iterator().asScala
-          case None => held.iterator().asScala
+        recordsLog match {
+          case Some(log) => log.read(partition.round, partition.slot) match {
+            // The attempt that polled failed before checking and logging them (it counted them).
+            case None => dropDuplicatesAndLog(log, held)
+            case Some(logged) => returnLogged(logged, held)
+          }
+          case None => toRows(held)
         }
       case None =>
         releaseOnFailure = recordsLog.isEmpty
@@ -132,7 +140,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           if (joins && !slot.turnedAwayAsGroupFull) counts.add(_.joined, 1)
           counts.addAll(acquisitions(polled))
-          recordsLog.fold(polled)(log => dropDuplicatesAndLog(log, polled)).iterator().asScala
+          recordsLog.fold(toRows(polled))(log => dropDuplicatesAndLog(log, polled))
         } else {
           slot.flush(ShareConsumerPool.CloseTimeout)
           Iterator.empty
@@ -150,7 +158,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   private def dropDuplicatesAndLog(
       log: RoundRecordsLog,
-      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] = {
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
     val HandedOver(earlier, thisRound) = DeliveredRecordsIndex.forRun(partition.runId, log)
@@ -158,23 +166,39 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
     counts.add(_.deduplicated, earlier.size + thisRound.size)
     counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
-    logRecords(log, kept) // even none: an evaluation of this round elsewhere must find none too
-    kept
+    // Even none: an evaluation of this round elsewhere must find none too.
+    log.writeFirst(partition.round, partition.slot, kept.asScala.map(loggedRecord).toSeq)
+      .fold(toRows(kept))(returnLogged(_, kept))
   }
 
-  private def logRecords(log: RoundRecordsLog, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Unit =
-    log.write(partition.round, partition.slot, records.asScala.map(loggedRecord).toSeq)
+  /**
+   * The rows of the slot's round as the log holds them. Records this consumer holds for the round
+   * that the log does not name were never the batch's: they are RELEASEd, and the logged records are
+   * read back by their coordinates (the consumer that acquired them settles them, or they come back
+   * and are dropped as delivered).
+   */
+  private def returnLogged(
+      logged: Seq[LoggedRecord],
+      held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
+    if (logged.map(_.coordinates).toSet == held.asScala.map(RecordCoordinates.of).toSet) toRows(held)
+    else {
+      logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
+        s"records than the ${held.size} this consumer holds; those are released and the logged ones read back.")
+      counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout).size)
+      val readBack = new KafkaShareReplayReader(partition.round, partition.slot, logged, partition.consumerConfig,
+        partition.includeHeaders, counts)
+      Iterator.continually(readBack.next()).takeWhile(identity).map(_ => readBack.get())
+    }
+
+  private def toRows(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
+    records.iterator().asScala.map(r => KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r)))
 
   private def loggedRecord(r: ConsumerRecord[Array[Byte], Array[Byte]]): LoggedRecord = LoggedRecord(
     RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r), partition.topicIds.get(r.topic()), Some(r.timestamp()))
 
   private var current: InternalRow = _
 
-  override def next(): Boolean = records.hasNext && {
-    val r = records.next()
-    current = KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r))
-    true
-  }
+  override def next(): Boolean = rows.hasNext && { current = rows.next(); true }
 
   override def get(): InternalRow = current
 

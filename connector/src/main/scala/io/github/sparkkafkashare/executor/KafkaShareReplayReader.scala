@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
-import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
+import io.github.sparkkafkashare.metrics.TaskCounts
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
 import org.apache.kafka.common.{KafkaException, TopicPartition}
@@ -21,7 +21,8 @@ import org.apache.spark.sql.connector.read.PartitionReader
  * Returns a slot's logged records of a round again, read back by their coordinates with a plain
  * consumer (no group, nothing committed): for `two-phase-commit`, a batch that a previous run of
  * the query logged but never committed; for both logging strategies, a batch evaluated again away
- * from the consumer that acquired its records. The share group still holds or redelivers those
+ * from the consumer that acquired its records, or by a consumer that holds other records than the
+ * first evaluation logged. `counts` is the task's. The share group still holds or redelivers those
  * records; the slots drop their redeliveries as duplicates.
  */
 private[sparkkafkashare] final class KafkaShareReplayReader(
@@ -30,10 +31,8 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
     records: Seq[LoggedRecord],
     consumerConfig: Map[String, String],
     includeHeaders: Boolean,
-    metrics: KafkaShareSourceMetrics)
+    counts: TaskCounts)
   extends PartitionReader[InternalRow] {
-
-  private val counts = new TaskCounts(metrics)
 
   private val rows: Iterator[InternalRow] = {
     val wanted = records.map(_.coordinates)

@@ -178,9 +178,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * those consumers' acknowledgements and locks did since their slot's last task here, and what
    * failed tasks of those slots counted here ([[keepUnreported]]), which the slot's next task here
    * was to report and may never come (the failed task's retry ran on another executor, and the slot
-   * stayed there). Of the latter, not the acquisitions: what a left-behind consumer holds goes back
-   * to the group, released here or as it closes, and counts when it is acquired again, as the
-   * records a failed task releases do.
+   * stayed there). Their acquisitions too: what a left-behind consumer holds goes back to the group,
+   * and the release counted with it cancels them (`KafkaShareSourceMetrics.taken`).
    */
   def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long)
       : Map[KafkaShareCountMetric, Long] = {
@@ -195,9 +194,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
               s"executor ${homes(key.slot)}")
           }
-          val failedTasksCounted = takeUnreported(key) -- Seq(KafkaShareCountMetric.Acquired, KafkaShareCountMetric.Redelivered)
           (KafkaShareCountMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
-            failedTasksCounted)
+            takeUnreported(key))
         }
       } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
     }.groupMapReduce(_._1)(_._2)(_ + _).filter(_._2 > 0)

@@ -33,10 +33,19 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
   }
 
   /**
-   * Records the run took from the group: those acquired, less those whose acknowledgement the broker
-   * did not apply (an expired lock, or a failed acknowledgement), which the group delivers again.
+   * Records the run took from the group: those acquired, less those it gave back, which the group
+   * delivers again and which are counted again when acquired again: RELEASEd (user code's marks, a
+   * batch that did not commit, a consumer left behind), or whose acknowledgement the broker did not
+   * apply (an expired lock, or a failed acknowledgement). A RELEASE the broker refused is subtracted
+   * twice: the count can only fall short, never run ahead of what the run kept.
+   *
+   * @param countedOutsideTasks as for [[totals]]
    */
-  def taken: Long = acquired.value - locksExpired.value - acknowledgementsFailed.value
+  def taken(countedOutsideTasks: Map[String, Long]): Long = {
+    import KafkaShareCountMetric._
+    val total = totals(countedOutsideTasks)
+    total(Acquired) - total(Released) - total(LocksExpired) - total(AcknowledgementsFailed)
+  }
 
   /** Acknowledgements sent, of every type. */
   def acknowledged: Long = accepted.value + released.value + rejected.value

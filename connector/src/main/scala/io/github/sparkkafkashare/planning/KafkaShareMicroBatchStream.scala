@@ -143,7 +143,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     if (heldFromStart.contains(0L)) markLastRoundQuiet()
     val next = availableNow match {
       case Some(target) =>
-        val drained = target.reached(counters.taken) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
+        val drained = target.reached(counters.taken(QueryRunRegistry.countedOutsideTasks(runId))) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
           checkBacklog(force = true).contains(0L) && backlog.quietForALock)
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
@@ -322,7 +322,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     refreshTopics()
     val target = backlog.refresh(topics)
     logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of $topics")
-    availableNow = Some(AvailableNowTarget(counters.taken, target))
+    availableNow = Some(AvailableNowTarget(counters.taken(QueryRunRegistry.countedOutsideTasks(runId)), target))
   }
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
@@ -509,8 +509,8 @@ private final case class PlannedRound(
  */
 private[sparkkafkashare] final case class AvailableNowTarget(takenAtStart: Long, records: Option[Long]) {
   /**
-   * Counts what the run took ([[KafkaShareSourceMetrics.taken]]): a record whose lock expired before
-   * its ACCEPT went back to the group, and is drained again.
+   * Counts what the run took ([[KafkaShareSourceMetrics.taken]]): a record released, or whose lock
+   * expired before its ACCEPT, went back to the group, and is drained again.
    */
   def reached(taken: Long): Boolean = records.exists(taken - takenAtStart >= _)
 }

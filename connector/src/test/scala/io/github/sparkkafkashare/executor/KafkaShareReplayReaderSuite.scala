@@ -9,7 +9,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.{KafkaShareRuntimeException, LocalKafka}
 import io.github.sparkkafkashare.LocalKafka.bootstrap
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
-import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
+import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
 import org.apache.kafka.clients.admin.RecordsToDelete
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.{SparkConf, SparkContext}
@@ -48,7 +48,7 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
     val config = Map("bootstrap.servers" -> servers, "group.id" -> "replay-suite", "client.id" -> "replay-suite",
       "default.api.timeout.ms" -> "3000")
     val records = offsets.map(o => LoggedRecord(RecordCoordinates(topic, 0, o), deliveryCount = 1))
-    val reader = new KafkaShareReplayReader(7L, 2, records, config, includeHeaders = false, metrics)
+    val reader = new KafkaShareReplayReader(7L, 2, records, config, includeHeaders = false, new TaskCounts(metrics))
     Iterator.continually(reader).takeWhile(_.next()).map(r => new String(r.get().getBinary(1), "UTF-8")).toSeq
   }
 

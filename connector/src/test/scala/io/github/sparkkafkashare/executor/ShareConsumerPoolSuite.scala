@@ -163,14 +163,14 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a left-behind consumer reports, once, what a failed task of its slot counted here, but for its acquisitions") {
+  test("a left-behind consumer reports, once, what a failed task of its slot counted here, and what it released") {
     withSlotHolding(round = 0) { (run, _, _, held) =>
       // As the failure listener keeps them: Spark dropped the failed task's counts, and its retry ran on
       // another executor, where the slot stayed, so no task of the slot comes back here to report them.
       ShareConsumerPool.keepUnreported(SlotKey(run, 1), Map(Acquired -> held.size.toLong, Joined -> 1L, Accepted -> 7L))
       val counted = ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0)
-      // The released records are acquired again, and counted then.
-      assert(counted == Map(Released -> held.size.toLong, Joined -> 1L, Accepted -> 7L))
+      // The release cancels the acquisitions in what the run took; the records are counted again when acquired again.
+      assert(counted == Map(Released -> held.size.toLong, Acquired -> held.size.toLong, Joined -> 1L, Accepted -> 7L))
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
       assert(ShareConsumerPool.takeUnreported(SlotKey(run, 1)).isEmpty, "the slot's next task here would count them again")
     }
