@@ -132,6 +132,36 @@ def test_marks_reach_a_slot_whose_next_batch_ran_no_task(
     assert kafka.unfinished(group, topic) == 0
 
 
+@pytest.mark.parametrize("strategy", ["none", "checkpoint-dedup"])
+def test_an_available_now_drain_that_releases_records_ends_once_they_are_accepted(
+    spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str
+) -> None:
+    """Every first delivery is RELEASEd, so each record is acquired twice. A drain that counted both
+    acquisitions towards the backlog it started with would end with the released records unread."""
+    topic = kafka.new_topic(partitions=2)
+    expected = values(400)
+    kafka.produce(topic, expected, key=str)
+    seen: list[tuple[str, int]] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        seen.extend(
+            (r.v, r.deliveryCount)
+            for r in batch.selectExpr("cast(value as string) v", "deliveryCount").collect()
+        )
+        acknowledge(batch, marks(batch.filter("deliveryCount = 1"), AcknowledgeType.RELEASE))
+
+    stream = share_stream(spark, topic, group, **EXPLICIT, **{"kafka.share.exactly.once.strategy": strategy})
+    query = stream.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(180), "Trigger.AvailableNow did not finish"
+        assert query.exception() is None, str(query.exception())
+    finally:
+        query.stop()
+    lost, duplicated = lost_and_duplicated(expected, [v for v, count in seen if count >= 2])
+    assert (len(lost), len(duplicated)) == (0, 0), f"not read again {len(lost)}, read again twice {len(duplicated)}"
+    assert kafka.unfinished(group, topic) == 0
+
+
 @STRATEGIES
 def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
     spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path

@@ -129,7 +129,8 @@ parser.add_argument(
 parser.add_argument(
     "--occupy-executor-s",
     type=float,
-    help="from the first batch with records, a job of its own keeps one executor's only core busy this long",
+    help="from the first batch with records, a job of its own keeps the only core of an executor whose "
+    "consumers read records of that batch busy this long",
 )
 parser.add_argument(
     "--evaluate-again-elsewhere",
@@ -354,7 +355,12 @@ def sink(batch: DataFrame, batch_id: int) -> None:
     if args.sink == "skip" and target.exists():
         return
     columns = ["cast(value as string) value", "deliveryCount"]
-    rows = [[r.value, r.deliveryCount] for r in batch.selectExpr(*columns).collect()]
+    if args.occupy_executor_s:  # which executors' consumers read the batch: one of them is to be kept busy
+        read = batch.selectExpr(*columns).withColumn("pid", executor_pid()).collect()
+        readers = sorted({r.pid for r in read})
+    else:
+        read, readers = batch.selectExpr(*columns).collect(), []
+    rows = [[r.value, r.deliveryCount] for r in read]
     if args.evaluate_again_elsewhere and rows and first_time("evaluated-again"):
         evaluate_again_elsewhere(batch, [value for value, _ in rows])
     if args.slow_batch_s and rows and first_time("slow-batch"):
@@ -364,7 +370,7 @@ def sink(batch: DataFrame, batch_id: int) -> None:
     written_batches.append(batch_id)
     # After the batch's last evaluation, so that what the consumers there hold is what the sink wrote.
     if args.occupy_executor_s and len(rows) >= full_batch and first_time("occupy-started"):
-        occupy_an_executor()
+        occupy_an_executor(readers[0])
     if args.kill_at in ("sink-written", "committed") and rows and not (out / "killed.json").exists():
         (out / "killed.json").write_text(json.dumps(rows))
         if args.kill_at == "sink-written":

@@ -8,7 +8,7 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.executor.KafkaSharePartitionReaderFactory
+import io.github.sparkkafkashare.executor.{KafkaSharePartitionReaderFactory, ShareConsumerPool}
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
@@ -117,6 +117,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var offeredAPoll = false
   /** Spark asks again 10 ms after a trigger that ran no batch (its default trigger). */
   private val triggersBackToBack = query.exists(_.runsBackToBack)
+  /** Per slot, its home when [[slotMovedRecently]] last looked, and when a slot last moved. */
+  private var seenHomes = Map.empty[Int, String]
+  private var slotMovedAt: Option[Long] = None
   /** Set by Trigger.AvailableNow: the records to drain, counted from the acquired counter at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   /** The counters [[warnOfRedeliveries]] has warned of. */
@@ -143,8 +146,10 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     if (heldFromStart.contains(0L)) markLastRoundQuiet()
     val next = availableNow match {
       case Some(target) =>
-        val drained = target.reached(counters.taken(QueryRunRegistry.countedOutsideTasks(runId))) || (lastRoundAcquired == 0 && heldFromStart.isDefined &&
-          checkBacklog(force = true).contains(0L) && backlog.quietForALock)
+        val leftBehindMayRelease = slotMovedRecently()
+        val taken = counters.taken(QueryRunRegistry.countedOutsideTasks(runId))
+        val drained = (target.reached(taken) && !leftBehindMayRelease) || (lastRoundAcquired == 0 &&
+          heldFromStart.isDefined && checkBacklog(force = true).contains(0L) && backlog.quietForALock)
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
       case None =>
         if (offeredNothing && lastBacklog.exists(_ <= 0) && triggersBackToBack) waitForBacklogCheck()
@@ -163,6 +168,19 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
         KafkaShareSourceOffset(startRound + 1)
       case None => start
     }
+  }
+
+  /**
+   * Whether a slot's tasks moved to another executor less than [[LeftBehindReleaseNanos]] ago. The
+   * consumer left behind RELEASEs what it holds once a task of the query, or the executor's janitor,
+   * finds it there; until then its records count as taken, and a drain that ended then would leave
+   * them to the group.
+   */
+  private def slotMovedRecently(): Boolean = {
+    val homes = slotLocations.homes
+    if (homes.exists { case (slot, home) => seenHomes.get(slot).exists(_ != home) }) slotMovedAt = Some(System.nanoTime())
+    seenHomes = homes
+    slotMovedAt.exists(System.nanoTime() - _ < LeftBehindReleaseNanos)
   }
 
   /**
@@ -480,6 +498,8 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
   /** The poll timeout of a round that follows a round that acquired records (see planSlots). */
   val FlowingPollTimeoutMs = 50L
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
+  /** How long after a slot moved its consumer left behind may take to release what it holds: two janitor rounds, and a margin. */
+  val LeftBehindReleaseNanos: Long = ShareConsumerPool.TidyInterval.multipliedBy(2).plusSeconds(2).toNanos
   /** How often topics matching a pattern and the backlog are asked of Kafka. */
   val MetadataRefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
 
