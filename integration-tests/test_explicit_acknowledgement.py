@@ -158,7 +158,7 @@ def test_an_available_now_drain_that_releases_records_ends_once_they_are_accepte
     finally:
         query.stop()
     lost, duplicated = lost_and_duplicated(expected, [v for v, count in seen if count >= 2])
-    assert (len(lost), len(duplicated)) == (0, 0), f"not read again {len(lost)}, read again twice {len(duplicated)}"
+    assert (len(lost), len(duplicated)) == (0, 0), f"not read again {len(lost)}, twice {len(duplicated)}"
     assert kafka.unfinished(group, topic) == 0
 
 
