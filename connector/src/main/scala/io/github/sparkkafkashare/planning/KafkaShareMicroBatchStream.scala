@@ -210,6 +210,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val poll = offered.getOrElse(false)
     if (offered.isEmpty) logInfo(s"Batch of round $round is replayed from the offset log: it does not poll.")
     if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.TwoPhaseCommit) {
+      // The marks of the run that never committed the batch are not this run's: the re-run marks afresh.
+      recordsLog.foreach(_.writeReleased(round, Nil))
       PlannedRound(round, counters.acquired.value, counters.joined.value, Map.empty, replayPartitions(round))
     } else {
       if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.CheckpointDedup) {
