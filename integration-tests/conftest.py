@@ -336,15 +336,20 @@ DRAIN_JOB = Path(__file__).parent / "jobs" / "drain_topic.py"
 
 
 def start_drain_job(
-    topic: str, group: str, workdir: Path, *extra: str, cwd: Path | None = None
+    topic: str,
+    group: str,
+    workdir: Path,
+    *extra: str,
+    cwd: Path | None = None,
+    checkpoint: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Starts jobs/drain_topic.py in a Spark application of its own, with its checkpoint and sink
-    under `workdir`; its driver runs in `cwd`, if given."""
+    """Starts jobs/drain_topic.py in a Spark application of its own, with its checkpoint (unless
+    `checkpoint` names another) and sink under `workdir`; its driver runs in `cwd`, if given."""
     (workdir / "out").mkdir(parents=True, exist_ok=True)
     command = [sys.executable, str(DRAIN_JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
     command += [
         "--checkpoint",
-        str(workdir / "checkpoint"),
+        str(checkpoint or workdir / "checkpoint"),
         "--out",
         str(workdir / "out"),
         "--jar",
@@ -356,9 +361,11 @@ def start_drain_job(
     return subprocess.Popen(command, env={**os.environ, "PYTHONPATH": python_path}, cwd=cwd)
 
 
-def run_drain_job(topic: str, group: str, workdir: Path, *extra: str, cwd: Path | None = None) -> int:
+def run_drain_job(
+    topic: str, group: str, workdir: Path, *extra: str, cwd: Path | None = None, checkpoint: Path | None = None
+) -> int:
     """Runs jobs/drain_topic.py to its end; returns its exit code."""
-    job = start_drain_job(topic, group, workdir, *extra, cwd=cwd)
+    job = start_drain_job(topic, group, workdir, *extra, cwd=cwd, checkpoint=checkpoint)
     try:
         return job.wait(timeout=300)
     finally:

@@ -28,6 +28,7 @@ private[sparkkafkashare] object KafkaShareSourceOffset {
     case Json(round) => KafkaShareSourceOffset(round.toLong)
     case _ => throw new IllegalStateException(
       s"Unreadable kafka-share offset '$json' in the checkpoint: it was not written by this source. " +
-        "Start the query with a new checkpoint location.")
+        "Start the query with a new checkpoint location, and with a new output location if its sink reads a " +
+        "batch before it skips a batch id it already holds (batch ids start at 0 again).")
   }
 }
