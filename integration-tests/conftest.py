@@ -362,7 +362,12 @@ def start_drain_job(
 
 
 def run_drain_job(
-    topic: str, group: str, workdir: Path, *extra: str, cwd: Path | None = None, checkpoint: Path | None = None
+    topic: str,
+    group: str,
+    workdir: Path,
+    *extra: str,
+    cwd: Path | None = None,
+    checkpoint: Path | None = None,
 ) -> int:
     """Runs jobs/drain_topic.py to its end; returns its exit code."""
     job = start_drain_job(topic, group, workdir, *extra, cwd=cwd, checkpoint=checkpoint)

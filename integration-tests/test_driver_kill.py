@@ -78,7 +78,8 @@ def test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every
     expected = values(1_000)
     kafka.produce(topic, expected)
     job = ("--strategy", "two-phase-commit", "--sink", "skip")
-    assert run_drain_job(topic, group, tmp_path, *job, "--release-every", "10", "--kill-at", "sink-written") != 0
+    first_run = (*job, "--release-every", "10", "--kill-at", "sink-written")
+    assert run_drain_job(topic, group, tmp_path, *first_run) != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
     assert any(int(v.split("-")[1]) % 10 == 0 for v in killed), "the killed batch marked no record"
 
