@@ -33,11 +33,19 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   /** Calls the cluster has answered so far: whether a lookup reached it, even one that needed no call. */
   def callsAnswered: Long = answered.get()
 
-  /** Fails unless the cluster answers and has share groups enabled. */
+  /**
+   * Fails unless the cluster answers, has share groups enabled, and runs Kafka 4.2 or later: a 4.1
+   * broker (share groups in preview) refuses fetches in `share.acquire.mode=record_limit` and has no
+   * RENEW, so the source would read nothing, or lose the locks of a batch longer than the lock. The
+   * release is the highest metadata.version the answering broker supports.
+   */
   def checkShareGroupsEnabled(): Unit = {
     val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
     val level = Option(features.finalizedFeatures().get("share.version")).map(_.maxVersionLevel().toInt).getOrElse(0)
     if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(connection.bootstrapServers, level.toString)
+    Option(features.supportedFeatures().get("metadata.version")).map(_.maxVersion().toInt)
+      .filter(_ < ShareGroupAdmin.MetadataVersionOf42)
+      .foreach(v => throw KafkaShareErrors.brokerUnsupported(connection.bootstrapServers, ShareGroupAdmin.releaseOf(v)))
   }
 
   /**
@@ -260,6 +268,11 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
+  /** The metadata.version feature level of Kafka 4.2-IV0, the first release the source supports. */
+  val MetadataVersionOf42 = 28
+
+  /** The Kafka release whose brokers support metadata.version levels up to `level`, for levels below 4.2's. */
+  def releaseOf(level: Int): String = if (level >= 26) "4.1" else if (level >= 22) "4.0" else "3.x"
   val RecordLocksConfig = "share.partition.max.record.locks"
   val AssignmentIntervalConfig = "share.assignment.interval.ms"
   /** Kafka's default for `group.share.partition.max.record.locks`, if a group's configs lack it. */
