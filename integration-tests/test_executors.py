@@ -186,8 +186,9 @@ def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_
     assert not lost
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["consumersJoined"] == "3", metrics
-    # The failed attempt's records went back to the group before the sink saw any; a duplicate can
-    # only be a record whose ACCEPT Kafka did not apply as the group's members changed.
+    # The failed attempt's records, which the sink never saw, go back to the group once its consumer
+    # is found left behind; a duplicate can only be a record whose ACCEPT Kafka did not apply as the
+    # group's members changed.
     assert len(duplicated) <= int(metrics["acknowledgementsFailed"]) + int(metrics["locksExpired"]), metrics
     assert kafka.unfinished(group, topic) == 0
 

@@ -13,8 +13,8 @@ until `<out>/done` appears (at most 180 s), with `--async-progress` under Spark'
 (offset and commit logs written in the background, here only the first batch's: a 10-minute interval).
 
 `--fault task-failure` fails one task attempt of the first batch with records (run with a master that
-retries tasks, such as local[2,2]); `--fault executor-kill` SIGKILLs the executor JVM running one
-of its tasks (run with local-cluster[...]).
+retries tasks, such as local[2,2]), or `--task-failures N` of them, counted across runs sharing `--out`;
+`--fault executor-kill` SIGKILLs the executor JVM running one of its tasks (run with local-cluster[...]).
 
 `--evaluate-again-elsewhere` reads the first batch with records a second time (as a foreachBatch
 with two actions would) while the executor that read it is busy, so that Spark runs the read on
@@ -95,6 +95,13 @@ parser.add_argument(
     help="at the --kill-at stage, write <out>/kill-pending, then wait until PATH exists before the kill",
 )
 parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
+parser.add_argument(
+    "--task-failures",
+    type=int,
+    default=1,
+    help="with --fault task-failure: how many task attempts fail, the first ones with records, counted "
+    "across runs that share --out",
+)
 parser.add_argument("--max-records-per-trigger")
 parser.add_argument(
     "--slow-batch-s",
@@ -247,7 +254,9 @@ def executor_jvm_pid() -> int:
 
 @F.udf("string")
 def with_fault(value: str) -> str:
-    if args.fault == "task-failure" and first_time("task-failure-injected"):
+    if args.fault == "task-failure" and any(
+        first_time("task-failure-injected" + (f"-{n}" if n else "")) for n in range(args.task_failures)
+    ):
         raise RuntimeError("injected task failure")
     if args.fault == "executor-kill" and first_time("executor-kill-injected"):
         os.kill(executor_jvm_pid(), signal.SIGKILL)

@@ -58,8 +58,8 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
 /**
  * Runs one slot's round on an executor: settles what the slot's consumer holds from earlier
  * rounds, then polls once and returns those records as rows, leaving them unacknowledged until
- * a later round learns that this batch committed. Without a records log, a failed attempt releases
- * what it acquired; one that read again what an earlier evaluation of the batch acquired keeps it.
+ * a later round learns that this batch committed. A failed attempt keeps what it acquired, for the
+ * retry to return the same records.
  *
  * With a records log, redeliveries of records an earlier round handed to Spark are ACCEPTed and
  * dropped, those another slot logged for this round are held but not returned, and the
@@ -91,24 +91,15 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val context = TaskContext.get()
     // Not held if replacing the slot failed after giving the old one up.
     context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
-    // Without a log a retry polls anew, so a failed attempt's records go back to the group. With one,
-    // a retry must return the same records (from this consumer, or read back from the log elsewhere).
-    var releaseOnFailure = false
-    context.addTaskFailureListener { (_, _) =>
-      var unreported = counts.byMetric
-      try if (releaseOnFailure) {
-        // Acquired again and counted then, like records never acquired (a drain's target counts acquisitions).
-        val released = acquisitions(slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
-        unreported = unreported.map { case (metric, n) => metric -> (n - released.getOrElse(metric, 0L)) }
-      } finally ShareConsumerPool.keepUnreported(slot.key, unreported)
-    }
+    // A failed attempt keeps its records: a retry on this consumer returns them, and one elsewhere
+    // leaves them to be released as left behind. Giving them back at each failure would cost each a
+    // delivery, and Kafka archives a record after share.delivery.count.limit (5 by default) of them.
+    context.addTaskFailureListener((_, _) => ShareConsumerPool.keepUnreported(slot.key, counts.byMetric))
     counts.addAll(ShareConsumerPool.takeUnreported(slot.key))
     val here = ExecutorLocality.currentExecutor()
     slotLocations.add(SlotRead(partition.slot, partition.round, here))
     slot.heldFor(partition.round) match {
-      // Spark evaluates this batch again (foreachBatch using its DataFrame twice): same records. A
-      // failure keeps them held, for the retry to return them again: an earlier evaluation's sink may
-      // have them, and releasing them would let the retry poll records that sink never sees.
+      // Spark evaluates this batch again (a retry, or foreachBatch using its DataFrame twice): same records.
       case Some(held) =>
         recordsLog match {
           case Some(log) => log.read(partition.round, partition.slot) match {
@@ -119,7 +110,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           case None => toRows(held)
         }
       case None =>
-        releaseOnFailure = recordsLog.isEmpty
         val settled = slot.settle(partition.committedThrough, partition.marks, atHome = partition.home.forall(_ == here))
         counts.add(_.accepted, settled.accepted)
         counts.add(_.released, settled.released)

@@ -237,11 +237,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   }
 
   /**
-   * Releases what the given round acquired, and returns it: its task failed, so no batch will
-   * ever commit it. A task that was interrupted (its query stopping, or its job cancelled) cannot use
-   * the consumer, so its records stay held until the slot's next settlement or its close, which settle
-   * them as any round's: RELEASEd unless their batch committed after all (another evaluation of it
-   * succeeded).
+   * Releases what the given round acquired, and returns it: no batch reads those records (another
+   * evaluation of the round logged others). A task that was interrupted (its query stopping, or its
+   * job cancelled) cannot use the consumer, so its records stay held until the slot's next settlement
+   * or its close, which settle them as any round's: RELEASEd, as their batch did not read them.
    */
   def releaseRound(round: Long, timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
     if (Thread.currentThread().isInterrupted) {
