@@ -13,34 +13,46 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   private def newLog(): RoundRecordsLog =
     new RoundRecordsLog(Files.createTempDirectory("rounds").toString, new SerializableConfiguration(new Configuration()))
 
+  /** Writes as a task of a running query run does: its fence lets the write through. */
+  private def write(log: RoundRecordsLog)(round: Long, slot: Int, records: Seq[LoggedRecord]) =
+    log.writeFirst(round, slot, records, () => ())
+
   private def record(partition: Int, offset: Long, deliveryCount: Int = 1) =
     LoggedRecord(RecordCoordinates("t", partition, offset), deliveryCount)
 
   test("a slot's file holds what its round's first writer logged, and reads back exactly") {
     val log = newLog()
-    assert(log.writeFirst(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2))).isEmpty)
-    assert(log.writeFirst(3, 1, Seq(record(1, 5))).isEmpty)
+    assert(write(log)(3, 0, Seq(record(0, 10), record(0, 11, deliveryCount = 2))).isEmpty)
+    assert(write(log)(3, 1, Seq(record(1, 5))).isEmpty)
     // Another evaluation of the round that polled other records learns what the batch holds.
-    assert(log.writeFirst(3, 1, Seq(record(1, 6))).contains(Seq(record(1, 5))))
+    assert(write(log)(3, 1, Seq(record(1, 6))).contains(Seq(record(1, 5))))
     assert(log.rounds().keySet == Set(3L))
     assert(log.read(3) == Map(0 -> Seq(record(0, 10), record(0, 11, deliveryCount = 2)), 1 -> Seq(record(1, 5))))
     assert(log.read(4).isEmpty)
   }
 
+  test("a writer whose fence fails logs nothing, and leaves no file behind") {
+    val log = newLog()
+    val refused = intercept[IllegalStateException](log.writeFirst(7, 0, Seq(record(0, 1)), () => throw new IllegalStateException("run stopped")))
+    assert(refused.getMessage == "run stopped")
+    assert(log.read(7, 0).isEmpty && log.rounds().get(7).forall(_.slots.isEmpty))
+    assert(new java.io.File(log.dir, "7").listFiles().forall(!_.getName.endsWith(".tmp")), "a temporary file was left")
+  }
+
   test("a slot's round that acquired nothing is logged as empty, unlike one that was never logged") {
     val log = newLog()
-    log.writeFirst(5, 0, Nil)
+    write(log)(5, 0, Nil)
     assert(log.contains(5, 0) && log.read(5, 0).contains(Nil))
     assert(!log.contains(5, 1) && log.read(5, 1).isEmpty)
-    log.writeFirst(5, 1, Seq(record(1, 4)))
+    write(log)(5, 1, Seq(record(1, 4)))
     assert(log.read(5, 1).contains(Seq(record(1, 4))))
   }
 
   test("pruning forgets rounds whose records all lie below their share-partition start offset") {
     val log = newLog()
-    log.writeFirst(1, 0, Seq(record(0, 1), record(0, 2)))
-    log.writeFirst(2, 0, Seq(record(0, 3), record(1, 7)))
-    log.writeFirst(3, 0, Seq(record(0, 9)))
+    write(log)(1, 0, Seq(record(0, 1), record(0, 2)))
+    write(log)(2, 0, Seq(record(0, 3), record(1, 7)))
+    write(log)(3, 0, Seq(record(0, 9)))
     val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), Map.empty)
     assert(log.rounds().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
@@ -50,14 +62,14 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
     def of(topicId: String, offset: Long, timestamp: Long) = record(0, offset).copy(topicId = Some(topicId), timestamp = Some(timestamp))
-    log.writeFirst(1, 0, Seq(of("old", 1, 100), of("old", 2, 101)))
+    write(log)(1, 0, Seq(of("old", 1, 100), of("old", 2, 101)))
     assert(log.read(1, 0).contains(Seq(of("old", 1, 100), of("old", 2, 101))))
     // A redelivery is the same record; offset 2 of the new topic is another record, by its id or,
     // while the driver still names the old id, by its timestamp.
     val polled = Seq(of("old", 1, 100), of("new", 2, 101), of("old", 2, 900))
     assert(index.handedOver(2, slot = 0, polled).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     assert(index.handedOver(2, slot = 0, Seq(record(0, 2))).byEarlierRounds == Set(RecordCoordinates("t", 0, 2))) // ids unknown
-    log.writeFirst(2, 0, Seq(record(0, 5))) // a file without ids
+    write(log)(2, 0, Seq(record(0, 5))) // a file without ids
     assert(log.prune(through = 2, Map(new TopicPartition("t", 0) -> 0L), Map("t" -> "new")) == 1)
     assert(log.rounds().keySet == Set(2L))
   }
@@ -65,8 +77,8 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("the executors' index finds records that earlier rounds handed over, and only those") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    log.writeFirst(1, 0, Seq(record(0, 1)))
-    log.writeFirst(2, 1, Seq(record(0, 2)))
+    write(log)(1, 0, Seq(record(0, 1)))
+    write(log)(2, 1, Seq(record(0, 2)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     assert(index.handedOver(3, slot = 0, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)), Set.empty))
@@ -77,14 +89,14 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("records user code released from a round's batch are not duplicates when they come back") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    log.writeFirst(1, 0, Seq(record(0, 1), record(0, 2), record(0, 3)))
+    write(log)(1, 0, Seq(record(0, 1), record(0, 2), record(0, 3)))
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2)))
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3))) // marked again: replaces
     assert(log.read(1) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)))) // a replay still reads them all
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
     // Handed to Spark again in round 2 and not released: a later redelivery is a duplicate.
-    log.writeFirst(2, 0, Seq(record(0, 2, deliveryCount = 2)))
+    write(log)(2, 0, Seq(record(0, 2, deliveryCount = 2)))
     assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds ==
       Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
     log.writeReleased(4, Seq(RecordCoordinates("t", 0, 9)))
@@ -95,26 +107,26 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("the index finds what other slots logged for the same round, not what this slot logged") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    log.writeFirst(4, 0, Seq(record(0, 1)))
-    log.writeFirst(4, 1, Seq(record(0, 2)))
-    log.writeFirst(3, 2, Seq(record(0, 3)))
+    write(log)(4, 0, Seq(record(0, 1)))
+    write(log)(4, 1, Seq(record(0, 2)))
+    write(log)(3, 2, Seq(record(0, 3)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
     assert(index.handedOver(4, slot = 1, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 3)), Set(RecordCoordinates("t", 0, 1))))
-    log.writeFirst(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
-    log.writeFirst(4, 3, Seq(record(0, 2)))
+    write(log)(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
+    write(log)(4, 3, Seq(record(0, 2)))
     assert(index.handedOver(4, slot = 1, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
     assert(index.handedOver(4, slot = 0, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 2)))
   }
 
   test("listing and reading a round while other slots write their files never fails") {
     val log = newLog()
-    log.writeFirst(1, 0, Seq(record(0, 1)))
+    write(log)(1, 0, Seq(record(0, 1)))
     val stop = new java.util.concurrent.atomic.AtomicBoolean(false)
     val written = new java.util.concurrent.atomic.AtomicInteger(0)
     val writerFailure = new java.util.concurrent.atomic.AtomicReference[Throwable]()
     // Other slots write their files (a temporary file, renamed into place) while slot 0 reads the round.
     val writer = new Thread(() => {
-      try while (!stop.get()) { val slot = written.incrementAndGet(); log.writeFirst(1, slot, Seq(record(1, slot))) }
+      try while (!stop.get()) { val slot = written.incrementAndGet(); write(log)(1, slot, Seq(record(1, slot))) }
       catch { case t: Throwable => writerFailure.set(t) }
     })
     writer.start()
@@ -133,7 +145,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
 
   test("an unfinished write leaves no slot file behind for readers") {
     val log = newLog()
-    log.writeFirst(6, 0, Seq(record(0, 1)))
+    write(log)(6, 0, Seq(record(0, 1)))
     val roundDir = new java.io.File(log.dir, "6")
     Files.writeString(new java.io.File(roundDir, ".1.json.1234.tmp").toPath, "{\"records\": [[") // a task died here
     assert(log.rounds().map { case (round, files) => round -> files.slots.keySet } == Map(6L -> Set(0)))

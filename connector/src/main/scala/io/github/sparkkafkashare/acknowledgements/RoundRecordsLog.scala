@@ -82,12 +82,17 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    * file. Two writers that start together are told apart as Spark's own offset log tells its writers
    * apart on the same file system: atomically on HDFS and where files appear whole (S3A), and on a
    * local file system by a check just before the rename.
+   *
+   * @param fence throws if the writer may no longer log (its query run stopped): called just before
+   *              the file appears, so that a task that outlived its run does not log a round that the
+   *              next run replays or forgets
    */
-  def writeFirst(round: Long, slot: Int, records: Seq[LoggedRecord]): Option[Seq[LoggedRecord]] = {
+  def writeFirst(round: Long, slot: Int, records: Seq[LoggedRecord], fence: () => Unit): Option[Seq[LoggedRecord]] = {
     val target = slotFile(round, slot)
     val json = RoundRecordsLog.toJson(records).getBytes(UTF_8)
     val written =
       if (filesAppearWhole) {
+        fence()
         try {
           val out = fs.createFile(target).overwrite(false).opt("fs.s3a.create.performance", false).build()
           try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
@@ -96,6 +101,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
         } catch { case _: FileAlreadyExistsException => false }
       } else {
         val temporary = writeTemporary(target, json)
+        try fence() catch { case NonFatal(e) => fs.delete(temporary, false); throw e }
         val renamed = !fs.exists(target) && fs.rename(temporary, target)
         if (!renamed) fs.delete(temporary, false)
         renamed

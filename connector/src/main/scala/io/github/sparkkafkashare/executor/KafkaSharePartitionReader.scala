@@ -10,7 +10,7 @@ import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareR
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.kafkashare.ExecutorLocality
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
 import org.apache.spark.sql.catalyst.util.GenericArrayData
@@ -157,7 +157,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     counts.add(_.deduplicated, earlier.size + thisRound.size)
     counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
     // Even none: an evaluation of this round elsewhere must find none too.
-    log.writeFirst(partition.round, partition.slot, kept.asScala.map(loggedRecord).toSeq)
+    val fence = () => KafkaSharePartitionReader.fenceEndedRun(partition.runId, partition.slot, partition.round)
+    log.writeFirst(partition.round, partition.slot, kept.asScala.map(loggedRecord).toSeq, fence)
       .fold(toRows(kept))(returnLogged(_, kept))
   }
 
@@ -195,6 +196,20 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   override def currentMetricsValues(): Array[CustomTaskMetric] = counts.values
 
   override def close(): Unit = () // the slot goes back to the pool when the task completes
+}
+
+private[sparkkafkashare] object KafkaSharePartitionReader {
+  /**
+   * Fails the task unless the driver says its query run still runs: a task that outlived its run
+   * (stopped, or its driver gone) must not log a round, which the next run may have replayed or
+   * forgotten. A driver that does not know the run at all (another copy of the connector answers)
+   * cannot say, and the write goes ahead.
+   */
+  def fenceEndedRun(runId: String, slot: Int, round: Long): Unit = QueryRunRegistry.lookUp(runId) match {
+    case RunLookUp.Running(_) | RunLookUp.Unknown =>
+    case ended => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId is not running " +
+      s"($ended), so its records are not logged; its consumer gives them back to the group.")
+  }
 }
 
 /** Rows in the source's schema; see KafkaShareTable.schema. */

@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.executor
 
+import java.nio.file.Files
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
@@ -9,9 +10,10 @@ import scala.concurrent.ExecutionContext.Implicits.global
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
 import io.github.sparkkafkashare.planning.GroupLimits
+import org.apache.hadoop.conf.Configuration
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
@@ -19,6 +21,7 @@ import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.{SparkConf, SparkContext}
 import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RoundMarks, RunLookUp, RunState}
+import org.apache.spark.util.SerializableConfiguration
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._
 import org.scalatest.funsuite.AnyFunSuite
@@ -161,6 +164,19 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
         assert(again.heldFor(0).isEmpty)
       } finally ShareConsumerPool.giveBack(again)
     }
+  }
+
+  test("a task logs its round while the driver runs its query run, and not once the run stopped") {
+    val run = s"fenced-${UUID.randomUUID()}"
+    val log = new RoundRecordsLog(Files.createTempDirectory("fenced").toString, new SerializableConfiguration(new Configuration()))
+    val records = Seq(LoggedRecord(RecordCoordinates("t", 0, 1), deliveryCount = 1))
+    def write(round: Long) = log.writeFirst(round, 0, records, () => KafkaSharePartitionReader.fenceEndedRun(run, 0, round))
+    QueryRunRegistry.publish(run, RunState(committedThrough = -1L, homes = Map.empty))
+    assert(write(1).isEmpty && log.read(1, 0).contains(records))
+    markStopped(run) // a task that outlived its run (the stop's closing job gave up on its busy executor)
+    val refused = intercept[IllegalStateException](write(2))
+    assert(refused.getMessage.contains(s"query run $run is not running"))
+    assert(log.read(2, 0).isEmpty, "a run that stopped logged a round")
   }
 
   test("a left-behind consumer reports, once, what a failed task of its slot counted here, and what it released") {
