@@ -69,6 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "full_matrix_only: a fault-matrix case that only `make fault-matrix` runs, not `make test`"
     )
+    config.addinivalue_line(
+        "markers",
+        "extended: a slow case that only `make test-extended` runs, not `make test`, whose behaviour a "
+        "faster case of `make test` covers too",
+    )
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import OFFSET_END, TopicPartition
 
 from conftest import (
@@ -40,6 +41,9 @@ def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     assert kafka.unfinished(group, topic) == 0
 
 
+# test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every_record_once runs the
+# same restart in `make test`.
+@pytest.mark.extended
 def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -416,7 +416,8 @@ def test_records_of_a_batch_that_never_committed_are_delivered_again(
     assert kafka.unfinished(group, topic) == 0
 
 
-@pytest.mark.parametrize("retries", [0, 2])
+# retries=2 also shows that rounds planned between failed lookups do not count as the cluster answering.
+@pytest.mark.parametrize("retries", [pytest.param(0, marks=pytest.mark.extended), 2])
 def test_a_running_query_fails_with_a_clear_error_once_the_cluster_stays_unreachable(
     spark: SparkSession, kafka: KafkaCluster, group: str, retries: int
 ) -> None:
