@@ -80,8 +80,9 @@ test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	$(VENV)/bin/pytest -m "not full_matrix_only and not extended" --durations=15 python/tests integration-tests
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
+# python/tests is collected too (none of it is extended): collecting it puts the package on the path.
 test-extended: $(JAR) $(WHEEL) kafka-up
-	$(VENV)/bin/pytest -m extended integration-tests
+	$(VENV)/bin/pytest -m extended python/tests integration-tests
 
 # Every case of the fault-injection matrix; prints the table docs/delivery-guarantees.md shows.
 fault-matrix: $(JAR) kafka-up
