@@ -93,12 +93,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
     val written =
       if (filesAppearWhole) {
         fence()
-        try {
-          val out = fs.createFile(target).overwrite(false).opt("fs.s3a.create.performance", false).build()
-          try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
-          out.close()
-          true
-        } catch { case _: FileAlreadyExistsException => false }
+        try { writeInPlace(target, json, overwrite = false); true } catch { case _: FileAlreadyExistsException => false }
       } else {
         val temporary = writeTemporary(target, json)
         try fence() catch { case NonFatal(e) => fs.delete(temporary, false); throw e }
@@ -119,16 +114,23 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   private def replace(target: Path, content: String): Unit = {
     val json = content.getBytes(UTF_8)
-    if (filesAppearWhole) {
-      // S3A's "performance" create skips probing the path for a directory: the log never makes one there.
-      val out = fs.createFile(target).overwrite(true).opt("fs.s3a.create.performance", true).build()
-      try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
-      out.close()
-    } else {
+    if (filesAppearWhole) writeInPlace(target, json, overwrite = true)
+    else {
       val temporary = writeTemporary(target, json)
       if (fs.exists(target)) fs.delete(target, false)
       if (!fs.rename(temporary, target)) throw new IOException(s"could not rename $temporary to $target")
     }
+  }
+
+  /**
+   * Writes `target` in place, where files appear whole. S3A's "performance" create skips probing the
+   * path for a directory (the log never makes one there), and with it the check for an existing file,
+   * so it is used only to overwrite.
+   */
+  private def writeInPlace(target: Path, json: Array[Byte], overwrite: Boolean): Unit = {
+    val out = fs.createFile(target).overwrite(overwrite).opt("fs.s3a.create.performance", overwrite).build()
+    try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
+    out.close()
   }
 
   /** A file beside `target`, holding `json`, for a rename to put in place whole. */
@@ -170,8 +172,6 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   /** The records the slot logged for `round`, if it wrote a file. */
   def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
     try Some(parse(fs.open(slotFile(round, slot)))) catch { case _: FileNotFoundException => None }
-
-  def contains(round: Long, slot: Int): Boolean = fs.exists(slotFile(round, slot))
 
   private def slotFile(round: Long, slot: Int) = new Path(new Path(root, round.toString), s"$slot.json")
   private def releasedFile(round: Long) = new Path(new Path(root, round.toString), ReleasedFileName)

@@ -44,6 +44,12 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
   }
 
+  /**
+   * The id of each of `topics` that exists, as last described (every [[PartitionsRefreshNanos]] at
+   * most, or when the topics change): a topic deleted and made again under its name gets another.
+   */
+  def topicIds(topics: Set[String]): Map[String, String] = describe(topics).ids
+
   /** How many partitions the subscribed topics had when last described (every [[PartitionsRefreshNanos]] at most). */
   def partitionCount: Option[Int] = described.map(_.partitions.size)
 
@@ -84,17 +90,22 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
    * Admin lookup instead of two. A partition added to a topic is assigned to a member at its next
    * heartbeat (every 5 s by default), so describing it sooner would not read it sooner.
    */
-  private def partitionsOf(topics: Set[String]): Set[TopicPartition] = {
+  private def partitionsOf(topics: Set[String]): Set[TopicPartition] = describe(topics).partitions
+
+  private def describe(topics: Set[String]): DescribedTopics = {
     val now = System.nanoTime()
     val current = described.filter { d =>
       d.topics == topics && now - d.at <= PartitionsRefreshNanos &&
         topics.forall(topic => d.partitions.exists(_.topic() == topic))
     }
     current.getOrElse {
-      val fresh = DescribedTopics(topics, admin.partitionsOf(topics).toSet, now)
+      val descriptions = admin.describeTopics(topics)
+      val fresh = DescribedTopics(topics,
+        descriptions.flatMap(ShareGroupAdmin.partitionsOf).toSet,
+        descriptions.map(d => d.name() -> d.topicId().toString).toMap, now)
       described = Some(fresh)
       fresh
-    }.partitions
+    }
   }
 }
 
@@ -107,5 +118,5 @@ private[sparkkafkashare] object Backlog {
 
   val PartitionsRefreshNanos: Long = TimeUnit.SECONDS.toNanos(5)
 
-  private final case class DescribedTopics(topics: Set[String], partitions: Set[TopicPartition], at: Long)
+  private final case class DescribedTopics(topics: Set[String], partitions: Set[TopicPartition], ids: Map[String, String], at: Long)
 }

@@ -100,7 +100,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private var lastPlanned: Option[PlannedRound] = None
   private var committedRound = -1L
   private var topics: Set[String] = Set.empty
-  /** The ids of [[topics]]: a topic deleted and made again under its name gets another. */
+  /** The ids of [[topics]], as the backlog last described them: a topic deleted and made again under its name gets another. */
   private var topicIds: Map[String, String] = Map.empty
   private var topicsChecked: Option[Long] = None
   private var lastBacklog: Option[Long] = None
@@ -289,7 +289,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       dedupPruned = Some(System.nanoTime())
       try {
         val startOffsets = admin.partitionStates().map { case (tp, s) => tp -> s.startOffset() }
-        dedupState = Some(log.prune(committedRound, startOffsets, admin.topicIds(topics)))
+        dedupState = Some(log.prune(committedRound, startOffsets, topicIds))
       }
       catch { case NonFatal(e) => logWarning(s"Could not prune the records log in ${log.dir}", e) }
     }
@@ -427,7 +427,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   private def refreshTopics(): Unit = if (due(topicsChecked)) {
     topics = admin.subscribedTopics(options.subscription)
-    topicIds = admin.topicIds(topics)
+    topicIds = backlog.topicIds(topics)
     topicsChecked = Some(System.nanoTime())
   }
 

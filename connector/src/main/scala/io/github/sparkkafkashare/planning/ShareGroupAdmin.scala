@@ -182,12 +182,10 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
   /** The partitions of `topics`; a topic that does not exist (yet) has none (a share consumer waits for it). */
   def partitionsOf(topics: Set[String]): Seq[TopicPartition] =
-    describeTopics(topics).flatMap(d => d.partitions().asScala.map(p => new TopicPartition(d.name(), p.partition())))
+    describeTopics(topics).flatMap(ShareGroupAdmin.partitionsOf)
 
-  /** The id of each of `topics` that exists. */
-  def topicIds(topics: Set[String]): Map[String, String] = describeTopics(topics).map(d => d.name() -> d.topicId().toString).toMap
-
-  private def describeTopics(topics: Set[String]): Seq[TopicDescription] =
+  /** Those of `topics` that exist, as Kafka describes them (partitions, id). */
+  def describeTopics(topics: Set[String]): Seq[TopicDescription] =
     if (topics.isEmpty) Seq.empty
     else admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
       case (topic, future) => awaitIfExists(s"describing topic '$topic'", future)
@@ -270,9 +268,6 @@ private[sparkkafkashare] object ShareGroupAdmin {
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
   /** The metadata.version feature level of Kafka 4.2-IV0, the first release the source supports. */
   val MetadataVersionOf42 = 28
-
-  /** The Kafka release whose brokers support metadata.version levels up to `level`, for levels below 4.2's. */
-  def releaseOf(level: Int): String = if (level >= 26) "4.1" else if (level >= 22) "4.0" else "3.x"
   val RecordLocksConfig = "share.partition.max.record.locks"
   val AssignmentIntervalConfig = "share.assignment.interval.ms"
   /** Kafka's default for `group.share.partition.max.record.locks`, if a group's configs lack it. */
@@ -295,6 +290,13 @@ private[sparkkafkashare] object ShareGroupAdmin {
       AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${connection.groupId}")
     config.asJava.asInstanceOf[java.util.Map[String, Object]]
   }
+
+  /** The partitions of a described topic. */
+  def partitionsOf(topic: TopicDescription): Seq[TopicPartition] =
+    topic.partitions().asScala.toSeq.map(p => new TopicPartition(topic.name(), p.partition()))
+
+  /** The Kafka release whose brokers support metadata.version levels up to `level`, for levels below 4.2's. */
+  def releaseOf(level: Int): String = if (level >= 26) "4.1" else if (level >= 22) "4.0" else "3.x"
 }
 
 /**
