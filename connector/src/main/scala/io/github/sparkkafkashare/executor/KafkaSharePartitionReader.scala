@@ -157,7 +157,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     counts.add(_.deduplicated, earlier.size + thisRound.size)
     counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
     // Even none: an evaluation of this round elsewhere must find none too.
-    val fence = () => KafkaSharePartitionReader.fenceEndedRun(partition.runId, partition.slot, partition.round)
+    val fence = () => KafkaSharePartitionReader.fenceLateAttempt(partition.runId, partition.slot, partition.round)
     log.writeFirst(partition.round, partition.slot, kept.asScala.map(loggedRecord).toSeq, fence)
       .fold(toRows(kept))(returnLogged(_, kept))
   }
@@ -200,13 +200,18 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
 private[sparkkafkashare] object KafkaSharePartitionReader {
   /**
-   * Fails the task unless the driver says its query run still runs: a task that outlived its run
-   * (stopped, or its driver gone) must not log a round, which the next run may have replayed or
-   * forgotten. A driver that does not know the run at all (another copy of the connector answers)
-   * cannot say, and the write goes ahead.
+   * Fails the task unless the driver says its query run still runs and has not committed `round`: an
+   * attempt that Spark wrote off (its executor lost, the run stopped, its driver gone) and that still
+   * runs must not log a round that is decided, whose files the run, or the next one, may have replayed
+   * or pruned. Its records would then count as delivered when they come back. A driver that does not
+   * know the run at all (another copy of the connector answers) cannot say, and the write goes ahead.
    */
-  def fenceEndedRun(runId: String, slot: Int, round: Long): Unit = QueryRunRegistry.lookUp(runId) match {
-    case RunLookUp.Running(_) | RunLookUp.Unknown =>
+  def fenceLateAttempt(runId: String, slot: Int, round: Long): Unit = QueryRunRegistry.lookUp(runId) match {
+    case RunLookUp.Running(state) if round > state.committedThrough =>
+    case RunLookUp.Unknown =>
+    case RunLookUp.Running(state) => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId " +
+      s"committed through round ${state.committedThrough}, so this late attempt's records are not logged; " +
+      "its consumer gives them back to the group.")
     case ended => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId is not running " +
       s"($ended), so its records are not logged; its consumer gives them back to the group.")
   }

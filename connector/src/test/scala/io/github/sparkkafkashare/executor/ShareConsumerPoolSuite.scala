@@ -166,13 +166,19 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a task logs its round while the driver runs its query run, and not once the run stopped") {
+  test("a task logs its round while the driver runs its query run and has not committed the round, and not once the run stopped") {
     val run = s"fenced-${UUID.randomUUID()}"
     val log = new RoundRecordsLog(Files.createTempDirectory("fenced").toString, new SerializableConfiguration(new Configuration()))
     val records = Seq(LoggedRecord(RecordCoordinates("t", 0, 1), deliveryCount = 1))
-    def write(round: Long) = log.writeFirst(round, 0, records, () => KafkaSharePartitionReader.fenceEndedRun(run, 0, round))
+    def write(round: Long) = log.writeFirst(round, 0, records, () => KafkaSharePartitionReader.fenceLateAttempt(run, 0, round))
     QueryRunRegistry.publish(run, RunState(committedThrough = -1L, homes = Map.empty))
     assert(write(1).isEmpty && log.read(1, 0).contains(records))
+    // An attempt Spark wrote off that wakes after its round committed (and the round's files were pruned).
+    QueryRunRegistry.publish(run, RunState(committedThrough = 3L, homes = Map.empty))
+    val late = intercept[IllegalStateException](write(3))
+    assert(late.getMessage.contains(s"query run $run committed through round 3"))
+    assert(log.read(3, 0).isEmpty, "a late attempt logged a committed round")
+    assert(write(4).isEmpty && log.read(4, 0).contains(records))
     markStopped(run) // a task that outlived its run (the stop's closing job gave up on its busy executor)
     val refused = intercept[IllegalStateException](write(2))
     assert(refused.getMessage.contains(s"query run $run is not running"))
