@@ -7,7 +7,6 @@ and produce records; the share group's state is read through Kafka's Admin API.
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import socket
@@ -222,8 +221,8 @@ class KafkaCluster:
         """Records of the group not yet acknowledged: Kafka's lag, checked when above 0 and no member
         is left by a share consumer of the group. Kafka persists the lag with each state write,
         and two acknowledgements of one partition written at once can leave the smaller count last
-        (seen reproducing a CI failure: lag 1000 on a fully acknowledged partition), until the
-        partition's next write. With no member holding records, any unacknowledged record is
+        (a fully acknowledged partition then reports a lag of, say, 1000), until the partition's
+        next write. With no member holding records, any unacknowledged record is
         available, so a consumer that finds none in 15 s shows the count was stale.
         What it does find it releases, and the lag stands."""
         lag = self.total_lag(group)
@@ -433,9 +432,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(line)
     FAULT_MATRIX_FILE.parent.mkdir(parents=True, exist_ok=True)
     FAULT_MATRIX_FILE.write_text("\n".join(lines) + "\n")
-
-
-def lost_and_duplicated(expected: list[str], got: list[str]) -> tuple[set[str], dict[str, int]]:
-    """The expected records missing from `got`, and the records `got` holds more than once."""
-    counts = collections.Counter(got)
-    return set(expected) - set(counts), {v: n for v, n in counts.items() if n > 1}

@@ -23,13 +23,13 @@ from conftest import (
     acknowledged,
     drain_values,
     drained_rows,
-    lost_and_duplicated,
     run_drain_job,
     share_stream,
     source_metrics,
     values,
     wait_until,
 )
+from expectations import assert_every_record_once
 
 SINK_SCHEMA = "value string, partition int, offset long, deliveryCount int"
 
@@ -110,13 +110,12 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert query.awaitTermination(240), "Trigger.AvailableNow did not finish"
     assert query.exception() is None
 
-    lost, duplicated = lost_and_duplicated(expected, sink_values(spark, tmp_path))
-    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     # Acknowledged, not just read: the broker has nothing left to deliver to the group.
     assert kafka.group_state(group)["members"] == [], "stopped query left consumers in the group"
-    assert kafka.unfinished(group, topic) == 0
     metrics = source_metrics(query)
-    assert (metrics.get("recordsAcquired"), metrics.get("recordsAccepted")) == ("10000", "10000")
+    assert_every_record_once(
+        expected, sink_values(spark, tmp_path), kafka=kafka, group=group, topic=topic, metrics=metrics
+    )
     # Every acknowledgement was applied: none refused for an expired lock, none failed otherwise.
     assert (metrics.get("locksExpired"), metrics.get("acknowledgementsFailed")) == ("0", "0"), metrics
     # Each slot's consumer joined the group once and served every batch of the drain.
@@ -177,10 +176,7 @@ def test_two_queries_in_one_group_split_the_records(
             q.stop()
     # Kafka's side, checked once both have stopped: while four members acknowledge one partition at
     # once, Kafka's reported lag can stay stale (conftest).
-    assert kafka.unfinished(group, topic) == 0
-
-    lost, duplicated = lost_and_duplicated(expected, outputs[0] + outputs[1])
-    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    assert_every_record_once(expected, outputs[0] + outputs[1], kafka=kafka, group=group, topic=topic)
     assert all(outputs), f"one query got nothing: {[len(o) for o in outputs]}"
     assert not set(outputs[0]) & set(outputs[1])
     # While records remained, the queries' progress showed the group's backlog.
@@ -205,11 +201,9 @@ def test_a_failed_tasks_records_are_returned_by_its_retry_without_another_delive
     assert marker.exists(), "the failure was never injected"
 
     rows = spark.read.parquet(str(tmp_path / "data")).collect()
-    lost, duplicated = lost_and_duplicated(expected, [r.value for r in rows])
-    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    assert_every_record_once(expected, [r.value for r in rows], kafka=kafka, group=group, topic=topic)
     # The failed attempt kept what it had acquired, and the retry returned it: no record was delivered twice.
     assert max(r.deliveryCount for r in rows) == 1
-    assert kafka.unfinished(group, topic) == 0
 
 
 @pytest.mark.parametrize("strategy", ["none", "checkpoint-dedup", "two-phase-commit"])
@@ -234,14 +228,12 @@ def test_what_a_task_that_fails_after_reading_counted_is_reported_once(
     assert query.awaitTermination(240)
     assert query.exception() is None
     assert marker.exists(), "the failure was never injected"
-    got = sink_values(spark, tmp_path)
-    lost, duplicated = lost_and_duplicated(expected, got)
-    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
     metrics = source_metrics(query)
     # The failed attempt kept its records for the retry, which returned them: acquired once.
-    assert (metrics["recordsAcquired"], metrics["recordsAccepted"]) == ("1000", "1000"), metrics
+    assert_every_record_once(
+        expected, sink_values(spark, tmp_path), kafka=kafka, group=group, topic=topic, metrics=metrics
+    )
     assert metrics["consumersJoined"] == "2", metrics
-    assert kafka.unfinished(group, topic) == 0
 
 
 def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at_most(
@@ -293,12 +285,9 @@ def test_drains_of_a_growing_topic_lose_nothing_and_a_stop_costs_one_delivery_at
     drain()
 
     assert not producer_failures, producer_failures
-    lost, duplicated = lost_and_duplicated(produced, [v for v, _ in seen])
-    assert not lost, f"{len(lost)} of {len(produced)} records lost"
-    assert not duplicated, f"{len(duplicated)} records read twice"
     counts = Counter(count for _, count in seen)
     assert max(counts) <= 3, f"deliveryCount per record: {dict(counts)}"
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(produced, [v for v, _ in seen], kafka=kafka, group=group, topic=topic)
 
 
 def test_records_deleted_before_the_group_read_them_are_skipped_and_the_query_goes_on(
@@ -321,18 +310,17 @@ def test_records_deleted_before_the_group_read_them_are_skipped_and_the_query_go
     assert second.awaitTermination(120), "the second drain did not end"
     assert second.exception() is None
     got = [v for v in sink_values(spark, tmp_path) if v.startswith("b")]
-    lost, duplicated = lost_and_duplicated(values(100, "b")[60:], got)
-    assert (lost, duplicated, len(got)) == (set(), {}, 40)
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(values(100, "b")[60:], got, kafka=kafka, group=group, topic=topic)
 
 
 def test_a_batch_joined_with_itself_completes_or_fails_clearly_and_loses_nothing(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
     """In a cartesian product of a batch with itself, a task reads two slots, holding the first until
-    it completes, so two tasks could each wait for the other's slot: 2 of 3 runs hung before
-    2026-11-29. Such a wait now ends after a few seconds with an error that says to persist the batch.
-    Whichever way a run goes, what its failed batch held comes again, and nothing is lost."""
+    it completes, so two tasks can each wait for the other's slot: they do in about two runs of three,
+    hence three runs. Such a wait ends after a few seconds with an error that says to persist the
+    batch, where the query would hang. Whichever way a run goes, what its failed batch held comes
+    again, and nothing is lost."""
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a cartesian product, not a broadcast
     try:
         for attempt in range(3):
@@ -344,9 +332,14 @@ def test_a_batch_joined_with_itself_completes_or_fails_clearly_and_loses_nothing
                 assert "[KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF]" in error, error[:2000]
                 assert "Persist the batch DataFrame" in error
             rest = drain_values(spark, share_stream(spark, topic, run_group))
-            lost, duplicated = lost_and_duplicated(values(400), committed + rest)
-            assert (lost, duplicated) == (set(), {}), f"run {attempt}"
-            assert kafka.unfinished(run_group, topic) == 0
+            assert_every_record_once(
+                values(400),
+                committed + rest,
+                kafka=kafka,
+                group=run_group,
+                topic=topic,
+                context=f"run {attempt}",
+            )
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 
@@ -393,8 +386,6 @@ def test_records_of_a_task_that_fails_four_times_are_read_after_a_restart_that_f
     assert (tmp_path / "out" / "task-failure-injected-4").exists()
 
     rows = drained_rows(tmp_path)
-    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
-    assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
+    assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
     # Delivered once to the first run, whose failed query released them as it stopped, and once more.
     assert max(count for _, count in rows) <= 2, sorted({count for _, count in rows})
-    assert kafka.unfinished(group, topic) == 0

@@ -25,12 +25,12 @@ from spark_kafka_share import (
 from conftest import (
     KafkaCluster,
     acknowledged,
-    lost_and_duplicated,
     share_stream,
     source_metrics,
     values,
     wait_until,
 )
+from expectations import assert_every_record_once
 
 EXPLICIT = {"kafka.share.acknowledgment.mode": "explicit", "startingOffsets": "earliest"}
 # Released records come back under every strategy: the ones that log rounds must not drop them as
@@ -107,7 +107,7 @@ def test_marks_reach_a_slot_whose_next_batch_ran_no_task(
     """foreachBatch leaves every other batch unread, so no task runs in it and the slot still holds
     the records of the batch before when a later batch settles them. The marks that batch made
     must apply then: every first delivery is RELEASEd and must come back. Settled by the marks of
-    the unread batch (none), they were ACCEPTed instead."""
+    the unread batch (none), they would be ACCEPTed instead."""
     topic = kafka.new_topic()
     expected = values(200)
     kafka.produce(topic, expected)
@@ -157,9 +157,15 @@ def test_an_available_now_drain_that_releases_records_ends_once_they_are_accepte
         assert query.exception() is None, str(query.exception())
     finally:
         query.stop()
-    lost, duplicated = lost_and_duplicated(expected, [v for v, count in seen if count >= 2])
-    assert (len(lost), len(duplicated)) == (0, 0), f"not read again {len(lost)}, twice {len(duplicated)}"
-    assert kafka.unfinished(group, topic) == 0
+    read_again = [v for v, count in seen if count >= 2]
+    assert_every_record_once(
+        expected,
+        read_again,
+        kafka=kafka,
+        group=group,
+        topic=topic,
+        context="each released record read again once",
+    )
 
 
 @STRATEGIES
@@ -202,12 +208,14 @@ def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
         .awaitTermination(120)
     )
 
-    lost, duplicated = lost_and_duplicated(expected, read)
-    assert not lost, (
-        f"{len(lost)} records lost, {len(lost & set(marked))} of them marked REJECT by the failed batch"
+    assert_every_record_once(
+        expected,
+        read,
+        kafka=kafka,
+        group=group,
+        topic=topic,
+        context=f"the failed batch marked {len(marked)} records REJECT, and its marks must not apply",
     )
-    assert not duplicated
-    assert kafka.unfinished(group, topic) == 0
 
 
 def test_acknowledge_rejects_marks_it_cannot_apply(
@@ -314,8 +322,7 @@ def test_a_batch_evaluated_twice_has_the_same_records(
         "the topic was drained",
     )
     assert mismatches == [], "a batch's DataFrame gave different records when evaluated again"
-    assert sorted(first) == expected
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(expected, first, kafka=kafka, group=group, topic=topic)
 
 
 @pytest.mark.parametrize("strategy", ["none", "checkpoint-dedup"])
@@ -359,10 +366,7 @@ def test_a_batch_evaluated_again_by_tasks_that_fail_once_has_the_same_records(
         "the topic was drained",
     )
     assert mismatches == [], "a retried task of a batch read again gave other records"
-    lost, duplicated = lost_and_duplicated(expected, first)
-    assert not lost
-    assert not duplicated
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(expected, first, kafka=kafka, group=group, topic=topic)
 
 
 class DeadLetteringDrain:
@@ -410,14 +414,10 @@ class DeadLetteringDrain:
     def assert_each_processed_or_dead_lettered_once(self, kafka: KafkaCluster, group: str) -> None:
         """Every value was processed or copied to the dead-letter topic, once, and the group has
         nothing left of the topic."""
-        lost, duplicated = lost_and_duplicated(
-            [v for v in self.expected if v not in self.poison], self.processed
-        )
-        assert not lost
-        assert not duplicated
+        others = [v for v in self.expected if v not in self.poison]
+        assert_every_record_once(others, self.processed, kafka=kafka, group=group, topic=self.topic)
         copies = kafka.consume_all(self.dead_letters, expected_count=len(self.poison))
-        assert sorted(c.value for c in copies) == sorted(self.poison)
-        assert kafka.unfinished(group, self.topic) == 0
+        assert_every_record_once(self.poison, [c.value for c in copies], context="in the dead-letter topic")
 
 
 @STRATEGIES
@@ -448,9 +448,10 @@ def test_a_poison_record_is_retried_then_dead_lettered_while_every_other_record_
         120,
         "the poison record was parked and the topic drained",
     )
-    assert sorted(processed) == sorted(v for v in expected if v != poison)  # each once, none lost
     assert poison_attempts == [1, 2, 3]
-    assert kafka.unfinished(group, topic) == 0  # the poison record was rejected, the rest accepted
+    # The poison record was rejected, the rest processed once each and accepted.
+    others = [v for v in expected if v != poison]
+    assert_every_record_once(others, processed, kafka=kafka, group=group, topic=topic)
     copies = kafka.consume_all(dead_letters, expected_count=1)
     assert [(c.value, c.headers["kafka-share.delivery-count"]) for c in copies] == [(poison, "3")]
     assert copies[0].headers["kafka-share.origin"].startswith(f"{topic}-")
