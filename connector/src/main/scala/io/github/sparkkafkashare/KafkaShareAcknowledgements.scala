@@ -3,8 +3,10 @@ package io.github.sparkkafkashare
 import java.util.Locale
 
 import io.github.sparkkafkashare.acknowledgements.{DeadLetters, RecordCoordinates}
+import io.github.sparkkafkashare.errors.KafkaShareErrors
+import io.github.sparkkafkashare.executor.{KafkaShareInputPartition, KafkaShareReplayPartition}
 import io.github.sparkkafkashare.options.{AcknowledgmentMode, KafkaShareSourceOptions}
-import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareMicroBatchStream, KafkaShareReplayPartition}
+import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.{classic, DataFrame, Row}

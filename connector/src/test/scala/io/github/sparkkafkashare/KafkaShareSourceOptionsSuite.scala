@@ -5,8 +5,10 @@ import java.time.Duration
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
+import io.github.sparkkafkashare.errors.{KafkaShareIllegalArgumentException, KafkaShareThrowable}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options._
+import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
+import io.github.sparkkafkashare.planning.ShareConsumerSettings
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 import org.apache.spark.SparkConf
 import org.apache.spark.sql.util.CaseInsensitiveStringMap

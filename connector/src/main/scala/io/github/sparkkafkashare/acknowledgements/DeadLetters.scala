@@ -5,7 +5,7 @@ import java.util.concurrent.ExecutionException
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.KafkaShareErrors
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.options.KafkaConnection
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerConfig, ProducerRecord}
 import org.apache.kafka.common.KafkaException

@@ -3,34 +3,6 @@ package io.github.sparkkafkashare.acknowledgements
 import scala.jdk.CollectionConverters._
 
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
-import org.apache.spark.sql.kafkashare.RoundMarks
-
-/** What identifies a record across redeliveries: the sink-side key of the `idempotent` strategy. */
-private[sparkkafkashare] final case class RecordCoordinates(topic: String, partition: Int, offset: Long)
-
-private[sparkkafkashare] object RecordCoordinates {
-  def of(r: ConsumerRecord[_, _]): RecordCoordinates = RecordCoordinates(r.topic(), r.partition(), r.offset())
-}
-
-/**
- * The acknowledgements user code chose, in explicit mode, for records of one committed round.
- * Records without a mark are ACCEPTed.
- */
-private[sparkkafkashare] final case class AcknowledgementMarks(round: Long, marks: Map[RecordCoordinates, AcknowledgeType]) {
-  def forRecord(round: Long, r: ConsumerRecord[_, _]): AcknowledgeType =
-    if (round == this.round) marks.getOrElse(RecordCoordinates.of(r), AcknowledgeType.ACCEPT) else AcknowledgeType.ACCEPT
-
-  /** In the plain types the driver's registry of query runs sends executors. */
-  def plain: RoundMarks = RoundMarks(round, marks.map { case (c, ack) => (c.topic, c.partition, c.offset) -> ack.name })
-}
-
-private[sparkkafkashare] object AcknowledgementMarks {
-  val None: AcknowledgementMarks = AcknowledgementMarks(-1L, Map.empty)
-
-  def of(plain: RoundMarks): AcknowledgementMarks = AcknowledgementMarks(plain.round, plain.marks.map {
-    case ((topic, partition, offset), ack) => RecordCoordinates(topic, partition, offset) -> AcknowledgeType.valueOf(ack)
-  })
-}
 
 /**
  * The records one share consumer acquired in one round, held unacknowledged until Spark commits
@@ -73,7 +45,6 @@ private[sparkkafkashare] final class HeldRecords(
 
   def size: Int = records.size()
 }
-
 private[sparkkafkashare] object HeldRecords {
   val NoRound: Long = -1L
 }

@@ -1,7 +1,7 @@
 package io.github.sparkkafkashare.executor
 
-import io.github.sparkkafkashare.KafkaShareErrors
-import io.github.sparkkafkashare.options.ShadedKafkaNames
+import io.github.sparkkafkashare.clients.ShadedKafkaNames
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.kafka.common.KafkaException
 import org.apache.spark.SparkEnv
 

@@ -6,54 +6,13 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics, TaskCounts}
-import io.github.sparkkafkashare.planning.{KafkaShareInputPartition, KafkaShareReplayPartition, SlotLocations, SlotRead}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow
-import org.apache.spark.sql.catalyst.util.GenericArrayData
 import org.apache.spark.sql.connector.metric.CustomTaskMetric
-import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, PartitionReaderFactory}
-import org.apache.spark.unsafe.types.UTF8String
-
-/**
- * Carries the driver's accumulators to the tasks. They must travel here, in the task binary, and
- * not in the input partitions: Spark deserializes partitions before the task context exists, and
- * an accumulator deserialized then never reports back.
- *
- * @param recordsLog set for the `checkpoint-dedup` and `two-phase-commit` strategies
- */
-private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
-    metrics: KafkaShareSourceMetrics,
-    slotLocations: SlotLocations,
-    recordsLog: Option[RoundRecordsLog])
-  extends PartitionReaderFactory {
-
-  override def createReader(partition: InputPartition): PartitionReader[InternalRow] = partition match {
-    case p: KafkaShareInputPartition =>
-      loggedElsewhere(p) match {
-        case Some(logged) =>
-          new KafkaShareReplayReader(p.round, p.slot, logged, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
-        case None => new KafkaSharePartitionReader(p, metrics, slotLocations, recordsLog)
-      }
-    case p: KafkaShareReplayPartition =>
-      new KafkaShareReplayReader(p.round, p.slot, p.records, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
-  }
-
-  /**
-   * With a records log: the records of a slot's round that an earlier evaluation logged (a retried
-   * task, or foreachBatch reading the batch again) when the consumer that acquired them is not in
-   * this JVM (its executor died, or Spark ran this task elsewhere). They are read back by their
-   * coordinates, so every evaluation of a batch holds the same records. The consumer that holds them
-   * settles them when its slot next runs there; if it died, they come back once their locks expire
-   * and are dropped as duplicates.
-   */
-  private def loggedElsewhere(p: KafkaShareInputPartition): Option[Seq[LoggedRecord]] =
-    recordsLog.filter(_ => p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round))
-      .flatMap(_.read(p.round, p.slot))
-}
+import org.apache.spark.sql.connector.read.PartitionReader
 
 /**
  * Runs one slot's round on an executor: settles what the slot's consumer holds from earlier
@@ -197,7 +156,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
 
   override def close(): Unit = () // the slot goes back to the pool when the task completes
 }
-
 private[sparkkafkashare] object KafkaSharePartitionReader {
   /**
    * Fails the task unless the driver says its query run still runs and has not committed `round`: an
@@ -214,27 +172,5 @@ private[sparkkafkashare] object KafkaSharePartitionReader {
       "its consumer gives them back to the group.")
     case ended => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId is not running " +
       s"($ended), so its records are not logged; its consumer gives them back to the group.")
-  }
-}
-
-/** Rows in the source's schema; see KafkaShareTable.schema. */
-private[sparkkafkashare] object KafkaShareRows {
-  def deliveryCount(r: ConsumerRecord[_, _]): Int = r.deliveryCount().orElse(1.toShort).toInt
-
-  /** Columns as in Spark's `kafka` source, plus deliveryCount: one array a row, filled in place. */
-  def toRow(r: ConsumerRecord[Array[Byte], Array[Byte]], includeHeaders: Boolean, deliveryCount: Int): InternalRow = {
-    val columns = new Array[Any](if (includeHeaders) 9 else 8)
-    columns(0) = r.key()
-    columns(1) = r.value()
-    columns(2) = UTF8String.fromString(r.topic())
-    columns(3) = r.partition()
-    columns(4) = r.offset()
-    columns(5) = r.timestamp() * 1000L // TimestampType is microseconds
-    columns(6) = r.timestampType().id
-    if (includeHeaders) {
-      columns(7) = new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any))
-    }
-    columns(columns.length - 1) = deliveryCount
-    new GenericInternalRow(columns)
   }
 }

@@ -5,8 +5,8 @@ import java.util.concurrent.TimeUnit.MILLISECONDS
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.TaskCounts
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}

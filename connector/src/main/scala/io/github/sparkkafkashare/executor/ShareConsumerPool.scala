@@ -8,11 +8,10 @@ import java.util.concurrent.locks.ReentrantLock
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
-import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging

@@ -8,10 +8,9 @@ import java.util.concurrent.locks.ReentrantLock
 import scala.jdk.CollectionConverters._
 import scala.jdk.OptionConverters._
 
-import io.github.sparkkafkashare.KafkaShareErrors
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
-import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
 import org.apache.kafka.common.TopicIdPartition
 import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException, GroupMaxSizeReachedException,

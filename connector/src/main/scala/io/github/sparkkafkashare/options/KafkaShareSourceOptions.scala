@@ -6,7 +6,8 @@ import java.util.regex.{Pattern, PatternSyntaxException}
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.KafkaShareErrors
+import io.github.sparkkafkashare.clients.ShadedKafkaNames
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.kafka.common.config.{ConfigDef, ConfigException}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap

@@ -2,7 +2,7 @@ package io.github.sparkkafkashare.options
 
 import java.time.Duration
 
-import io.github.sparkkafkashare.KafkaShareErrors
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.spark.SparkConf
 
 /**

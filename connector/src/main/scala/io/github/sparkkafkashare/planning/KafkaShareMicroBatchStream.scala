@@ -6,12 +6,12 @@ import java.util.concurrent.TimeUnit
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.executor.{KafkaSharePartitionReaderFactory, ShareConsumerPool}
+import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
+import io.github.sparkkafkashare.executor.{GroupLimits, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, ShareConsumerPool, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareSourceOptions, ShareConsumerSettings}
+import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareSourceOptions}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig}

@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.planning
 
-import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
+import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.spark.internal.Logging
 

@@ -6,7 +6,8 @@ import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.{KafkaShareErrors, KafkaShareRuntimeException}
+import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
+import io.github.sparkkafkashare.executor.GroupLimits
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo, TopicDescription}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
@@ -262,7 +263,6 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       case e: ExecutionException => throw KafkaShareErrors.refusal(connection.bootstrapServers, action, e.getCause).getOrElse(e)
     }
 }
-
 private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
@@ -298,34 +298,3 @@ private[sparkkafkashare] object ShareGroupAdmin {
   /** The Kafka release whose brokers support metadata.version levels up to `level`, for levels below 4.2's. */
   def releaseOf(level: Int): String = if (level >= 26) "4.1" else if (level >= 22) "4.0" else "3.x"
 }
-
-/**
- * The group settings that shape a query's rounds, its consumers' lock renewal and their first poll.
- *
- * @param renewAllowed            whether members may renew the locks of records they hold
- *                                (`share.renew.acknowledge.enable`, Kafka 4.3; else yes)
- * @param recordLocksPerPartition records of one partition the group may hold unacknowledged at once
- *                                (`share.partition.max.record.locks`, Kafka 4.3; else Kafka's default)
- * @param lockDurationMs          how long an acquired record stays locked (`share.record.lock.duration.ms`)
- * @param assignmentIntervalMs    the least time between two assignments of the group's partitions
- *                                (`share.assignment.interval.ms`): how long a member that joins after
- *                                another may wait for its partitions
- */
-private[sparkkafkashare] final case class GroupLimits(
-    renewAllowed: Boolean, recordLocksPerPartition: Int, lockDurationMs: Long, assignmentIntervalMs: Long)
-
-/** A share group as Kafka's Admin API describes it. */
-private[sparkkafkashare] final case class ShareGroupState(
-    groupId: String,
-    state: String,
-    members: Seq[ShareGroupMember],
-    partitions: Seq[SharePartitionState])
-
-private[sparkkafkashare] final case class ShareGroupMember(
-    memberId: String, clientId: String, host: String, assignment: Seq[(String, Int)])
-
-/**
- * @param startOffset Kafka's share-partition start offset: everything below it is finished
- * @param lag         records not yet finished (available, or acquired and unacknowledged); None if not computed
- */
-private[sparkkafkashare] final case class SharePartitionState(topic: String, partition: Int, startOffset: Long, lag: Option[Long])

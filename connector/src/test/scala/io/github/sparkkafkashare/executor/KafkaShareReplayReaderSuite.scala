@@ -6,10 +6,11 @@ import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.{KafkaShareRuntimeException, LocalKafka}
-import io.github.sparkkafkashare.LocalKafka.bootstrap
+import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
+import io.github.sparkkafkashare.errors.KafkaShareRuntimeException
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
+import io.github.sparkkafkashare.LocalKafka.bootstrap
 import org.apache.kafka.clients.admin.RecordsToDelete
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.{SparkConf, SparkContext}

@@ -12,7 +12,6 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
-import io.github.sparkkafkashare.planning.GroupLimits
 import org.apache.hadoop.conf.Configuration
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, KafkaShareConsumer}

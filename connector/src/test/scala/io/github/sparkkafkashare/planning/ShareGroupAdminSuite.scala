@@ -7,6 +7,7 @@ import java.util.concurrent.TimeUnit.SECONDS
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.executor.GroupLimits
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic, RecordsToDelete}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}

@@ -1,6 +1,6 @@
-package io.github.sparkkafkashare.planning
+package io.github.sparkkafkashare.executor
 
-import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, LoggedRecord}
+import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import org.apache.spark.sql.connector.read.InputPartition
 
 /**
@@ -50,20 +50,4 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
   override def preferredLocations(): Array[String] = currentLocation().orElse(location).toArray
 
   override def toString: String = s"KafkaShareInputPartition(slot=$slot, round=$round, poll=$poll)"
-}
-
-/**
- * `two-phase-commit`: one slot's part of a batch that a previous run logged but never committed,
- * read back by coordinates so the re-run batch holds exactly the same records.
- */
-private[sparkkafkashare] final case class KafkaShareReplayPartition(
-    runId: String,
-    round: Long,
-    slot: Int,
-    records: Seq[LoggedRecord],
-    consumerConfig: Map[String, String],
-    includeHeaders: Boolean)
-  extends InputPartition {
-
-  override def toString: String = s"KafkaShareReplayPartition(slot=$slot, round=$round, records=${records.size})"
 }

@@ -1,4 +1,4 @@
-package io.github.sparkkafkashare.planning
+package io.github.sparkkafkashare.executor
 
 import org.scalatest.funsuite.AnyFunSuite
 

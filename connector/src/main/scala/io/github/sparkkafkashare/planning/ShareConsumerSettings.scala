@@ -1,5 +1,6 @@
-package io.github.sparkkafkashare.options
+package io.github.sparkkafkashare.planning
 
+import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.consumer.ConsumerConfig
 
 /** The settings of the share consumers a query runs on its executors. */

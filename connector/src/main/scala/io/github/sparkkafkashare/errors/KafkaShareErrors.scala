@@ -1,12 +1,10 @@
-package io.github.sparkkafkashare
-
-import scala.jdk.CollectionConverters._
+package io.github.sparkkafkashare.errors
 
 import org.apache.kafka.common.KafkaException
 import org.apache.kafka.common.errors.{AuthenticationException, AuthorizationException}
-import org.apache.spark.{ErrorClassesJsonReader, SparkThrowable}
+import org.apache.spark.ErrorClassesJsonReader
 
-import io.github.sparkkafkashare.options.ShadedKafkaNames
+import io.github.sparkkafkashare.clients.ShadedKafkaNames
 
 /**
  * Every error the kafka-share source raises, built from `error/kafka-share-error-conditions.json`
@@ -151,33 +149,3 @@ private[sparkkafkashare] object KafkaShareErrors {
 
   private def onlyItsCause(e: Throwable): Boolean = e.getCause != null && e.getMessage == e.getCause.toString
 }
-
-/** Shared by the exception classes below so PySpark and Spark's error framework see a condition. */
-private[sparkkafkashare] trait KafkaShareThrowable extends SparkThrowable {
-  def condition: String
-  def parameters: Map[String, String]
-  override def getCondition: String = condition
-  override def getMessageParameters: java.util.Map[String, String] = parameters.asJava
-  override def getSqlState: String = KafkaShareErrors.sqlState(condition)
-}
-
-/** A bad option or setting; surfaces in PySpark as `pyspark.errors.IllegalArgumentException`. */
-class KafkaShareIllegalArgumentException private[sparkkafkashare] (
-    val condition: String,
-    val parameters: Map[String, String],
-    message: String)
-  extends IllegalArgumentException(message) with KafkaShareThrowable
-
-class KafkaShareUnsupportedOperationException private[sparkkafkashare] (
-    val condition: String,
-    val parameters: Map[String, String],
-    message: String)
-  extends UnsupportedOperationException(message) with KafkaShareThrowable
-
-/** A failure talking to Kafka that the user can act on (unreachable cluster, refused group config). */
-class KafkaShareRuntimeException private[sparkkafkashare] (
-    val condition: String,
-    val parameters: Map[String, String],
-    message: String,
-    cause: Throwable)
-  extends RuntimeException(message, cause) with KafkaShareThrowable

@@ -1,4 +1,4 @@
-package io.github.sparkkafkashare.options
+package io.github.sparkkafkashare.clients
 
 import org.apache.kafka.clients.consumer.ConsumerConfig
 

@@ -1,4 +1,4 @@
-package io.github.sparkkafkashare.options
+package io.github.sparkkafkashare.clients
 
 import java.lang.reflect.InvocationTargetException
 import java.util.{List => JList, Map => JMap}

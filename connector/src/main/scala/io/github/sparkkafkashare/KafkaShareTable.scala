@@ -1,0 +1,51 @@
+package io.github.sparkkafkashare
+
+import java.util
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import io.github.sparkkafkashare.options.KafkaShareSourceOptions
+import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability}
+import org.apache.spark.sql.connector.metric.CustomMetric
+import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream
+import org.apache.spark.sql.types._
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOptions) extends Table with SupportsRead {
+
+  override def name(): String = s"kafka-share[group=${options.groupId}]"
+
+  override def schema(): StructType = KafkaShareTable.schema(options.includeHeaders)
+
+  override def capabilities(): util.Set[TableCapability] = Set(TableCapability.MICRO_BATCH_READ).asJava
+
+  override def newScanBuilder(ignored: CaseInsensitiveStringMap): ScanBuilder = () => new Scan {
+    override def readSchema(): StructType = schema()
+    override def description(): String = name()
+    override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream =
+      new KafkaShareMicroBatchStream(options, checkpointLocation, SparkSession.active)
+    // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
+    override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareCountMetric.all
+  }
+}
+private[sparkkafkashare] object KafkaShareTable {
+  private val headersType = ArrayType(StructType(Seq(
+    StructField("key", StringType), StructField("value", BinaryType))))
+
+  /** Spark's `kafka` source schema, in its order, plus `deliveryCount` (1 on first delivery). */
+  def schema(includeHeaders: Boolean): StructType = StructType(
+    Seq(
+      StructField("key", BinaryType),
+      StructField("value", BinaryType),
+      StructField("topic", StringType),
+      StructField("partition", IntegerType),
+      StructField("offset", LongType),
+      StructField("timestamp", TimestampType),
+      StructField("timestampType", IntegerType)) ++
+      (if (includeHeaders) Seq(StructField("headers", headersType)) else Nil) :+
+      StructField("deliveryCount", IntegerType))
+}

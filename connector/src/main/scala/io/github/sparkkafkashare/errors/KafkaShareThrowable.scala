@@ -1,0 +1,14 @@
+package io.github.sparkkafkashare.errors
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.SparkThrowable
+
+/** Shared by the exception classes below so PySpark and Spark's error framework see a condition. */
+private[sparkkafkashare] trait KafkaShareThrowable extends SparkThrowable {
+  def condition: String
+  def parameters: Map[String, String]
+  override def getCondition: String = condition
+  override def getMessageParameters: java.util.Map[String, String] = parameters.asJava
+  override def getSqlState: String = KafkaShareErrors.sqlState(condition)
+}
