@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from .errors import KafkaShareConnectNotSupportedError, KafkaShareConnectorNotFoundError, from_jvm_error
@@ -43,6 +41,9 @@ def driver_jvm(spark: SparkSession) -> Any:
 
 def require_connector(spark: SparkSession) -> None:
     """Raise KafkaShareConnectorNotFoundError if the classic session's JVM cannot load the connector."""
+    # Imported here: only a classic session needs py4j, which a Spark Connect client may not have.
+    from py4j.protocol import Py4JJavaError
+
     jvm = driver_jvm(spark)
     try:
         jvm.java.lang.Class.forName(
@@ -63,7 +64,7 @@ def raising_kafka_share_errors() -> Iterator[None]:
     """Re-raise JVM errors that carry a kafka-share condition as this package's errors."""
     try:
         yield
-    except (Py4JJavaError, PySparkException) as e:
+    except Exception as e:
         mapped = from_jvm_error(e)
         if mapped is None:
             raise

@@ -1,7 +1,8 @@
 """Errors of the kafka-share source, raised the same way whether Python or the JVM found the problem.
 
 Every error carries a ``condition`` such as ``"KAFKA_SHARE_MISSING_OPTION"`` and a message that
-starts with it, worded exactly as the connector words it on the JVM::
+starts with it. The connector checks the options and words the message; this package re-raises it
+as one of the classes below::
 
     try:
         df = read_share_stream(spark, bootstrap_servers="", group_id="g", subscribe="t")
@@ -12,10 +13,16 @@ starts with it, worded exactly as the connector words it on the JVM::
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+import zipfile
+from pathlib import Path
 
-from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
+
+# The connector's conditions, with a message and a SQL state each, as the connector jar carries them.
+_CONDITIONS_RESOURCE = "error/kafka-share-error-conditions.json"
 
 
 class KafkaShareError(Exception):
@@ -27,7 +34,8 @@ class KafkaShareError(Exception):
 
 
 class KafkaShareConfigurationError(KafkaShareError, ValueError):
-    """A missing, invalid or conflicting option: fix the options and start the query again."""
+    """A missing, invalid or conflicting option, or settings or grants the cluster refuses: fix them and
+    start the query again."""
 
 
 class KafkaShareBrokerUnreachableError(KafkaShareError, ConnectionError):
@@ -47,36 +55,48 @@ class KafkaShareConnectNotSupportedError(KafkaShareError, NotImplementedError):
     """The call needs a classic Spark session: it uses the driver JVM, which Spark Connect hides."""
 
 
-# The JVM's conditions for bad options (raised as IllegalArgumentException there), for a Kafka
-# client that the settings the options pass to Kafka do not let it create, and for a login or an
-# action the cluster refuses.
-_CONFIGURATION_CONDITIONS = frozenset(
-    {
-        "KAFKA_SHARE_MISSING_OPTION",
-        "KAFKA_SHARE_INVALID_OPTION_VALUE",
-        "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
-        "KAFKA_SHARE_CONFLICTING_OPTIONS",
-        "KAFKA_SHARE_NO_SUBSCRIPTION",
-        "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
-        "KAFKA_SHARE_UNSUPPORTED_OPTION",
-        "KAFKA_SHARE_CLIENT_NOT_CREATED",
-        "KAFKA_SHARE_AUTHENTICATION_FAILED",
-        "KAFKA_SHARE_NOT_AUTHORIZED",
-    }
-)
-
-_ACKNOWLEDGEMENT_CONDITIONS = frozenset(
-    {
-        "KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE",
-        "KAFKA_SHARE_ACKNOWLEDGE_NOT_A_SHARE_BATCH",
-        "KAFKA_SHARE_ACKNOWLEDGE_INVALID_MARKS",
-        "KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH",
-        "KAFKA_SHARE_DEAD_LETTER_INVALID_INPUT",
-    }
-)
-
 # "[CONDITION] message", up to the JVM stack trace PySpark may append.
 _JVM_MESSAGE = re.compile(r"\[(KAFKA_SHARE_[A-Z_]+)\] (.*?)(?:\n\nJVM stacktrace:|\Z)", re.DOTALL)
+
+# SQL state classes of conditions the user fixes in the options, the Kafka settings or the cluster's
+# grants: 42 (bad or refused request), 22 (bad value), 28 (login refused), and 08 (a client these
+# settings cannot connect with; an unanswering cluster has an error of its own).
+_CONFIGURATION_SQL_STATE_CLASSES = ("42", "22", "28", "08")
+
+
+def _error_class(condition: str) -> type[KafkaShareError]:
+    """The class of the Python error for a condition of the connector; see :func:`from_jvm_error`."""
+    if condition == "KAFKA_SHARE_BROKER_UNREACHABLE":
+        return KafkaShareBrokerUnreachableError
+    if condition.startswith(("KAFKA_SHARE_ACKNOWLEDGE_", "KAFKA_SHARE_DEAD_LETTER_")):
+        return KafkaShareAcknowledgementError
+    sql_state = _condition_sql_states().get(condition, "")
+    if condition.endswith("_OPTION") or sql_state.startswith(_CONFIGURATION_SQL_STATE_CLASSES):
+        return KafkaShareConfigurationError
+    return KafkaShareError
+
+
+@functools.cache
+def _condition_sql_states() -> dict[str, str]:
+    """Each condition of the connector with its SQL state, read once, when an error first needs it."""
+    try:
+        conditions = json.loads(_conditions_json())
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return {}  # mapping an error must not raise another: the rules by name still apply
+    return {name: str(condition.get("sqlState", "")) for name, condition in conditions.items()}
+
+
+def _conditions_json() -> str:
+    from .session import jar_path  # here, as session imports this module
+
+    try:
+        jar = jar_path()
+    except KafkaShareConnectorNotFoundError:
+        # A source checkout has no jar in the package until python/build-wheel.sh copies it in.
+        checkout = Path(__file__).resolve().parent.parent.parent
+        return (checkout / "connector/src/main/resources" / _CONDITIONS_RESOURCE).read_text()
+    with zipfile.ZipFile(jar) as archive:
+        return archive.read(_CONDITIONS_RESOURCE).decode()
 
 
 def from_jvm_error(error: BaseException) -> KafkaShareError | None:
@@ -84,21 +104,31 @@ def from_jvm_error(error: BaseException) -> KafkaShareError | None:
 
     Handles both a raw ``Py4JJavaError`` and the exceptions PySpark converts JVM errors into
     (``pyspark.errors.IllegalArgumentException`` and the like, classic or Spark Connect).
+
+    The class follows from the condition by rule, not from a list of conditions:
+    ``KAFKA_SHARE_BROKER_UNREACHABLE`` is a :class:`KafkaShareBrokerUnreachableError`; the input errors
+    of ``acknowledge()`` and ``release_or_dead_letter()`` (``KAFKA_SHARE_ACKNOWLEDGE_*``,
+    ``KAFKA_SHARE_DEAD_LETTER_*``) are :class:`KafkaShareAcknowledgementError`; a condition about one
+    option (``*_OPTION``) or with a SQL state of class 42, 22, 28 or 08 is a
+    :class:`KafkaShareConfigurationError`; any other is a :class:`KafkaShareError`. The SQL states
+    are those of ``error/kafka-share-error-conditions.json`` in the connector jar of this package.
     """
-    if isinstance(error, Py4JJavaError):
-        text = str(error.java_exception.getMessage())
-    elif isinstance(error, PySparkException):
-        text = str(error)
-    else:
-        return None
-    match = _JVM_MESSAGE.search(text)
+    text = _jvm_message(error)
+    match = None if text is None else _JVM_MESSAGE.search(text)
     if match is None:
         return None
     condition, message = match.group(1), match.group(2).strip()
-    if condition in _CONFIGURATION_CONDITIONS:
-        return KafkaShareConfigurationError(condition, message)
-    if condition in _ACKNOWLEDGEMENT_CONDITIONS:
-        return KafkaShareAcknowledgementError(condition, message)
-    if condition == "KAFKA_SHARE_BROKER_UNREACHABLE":
-        return KafkaShareBrokerUnreachableError(condition, message)
-    return KafkaShareError(condition, message)
+    return _error_class(condition)(condition, message)
+
+
+def _jvm_message(error: BaseException) -> str | None:
+    if isinstance(error, PySparkException):
+        return str(error)
+    try:
+        # Imported here: a Spark Connect client (pyspark-client) has no py4j, and no Py4JJavaError either.
+        from py4j.protocol import Py4JJavaError
+    except ImportError:
+        return None
+    if isinstance(error, Py4JJavaError):
+        return str(error.java_exception.getMessage())
+    return None

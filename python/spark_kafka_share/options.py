@@ -1,15 +1,13 @@
-"""Typed options of the kafka-share source, checked in Python exactly as the connector checks them.
+"""Typed options of the kafka-share source, and their plain option map.
 
-The checks and messages mirror ``KafkaShareSourceOptions.scala``: a bad option fails here, before
-Spark is involved, with the same condition and wording the JVM would use at ``load()``. Two checks
-stay on the JVM: the syntax of ``subscribe_pattern`` (a Java regex) and anything Kafka itself
-says about the ``kafka_options``.
+The connector checks the options, at ``load()``: a bad value fails there with the connector's
+condition and message (see :mod:`spark_kafka_share.errors`). Python checks only what the option map
+would hide from it: the keys of ``kafka_options``.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -69,57 +67,6 @@ _SOURCE_OPTION_FIELDS = {
     ASSIGNMENT_INTERVAL_MS: "assignment_interval_ms",
 }
 
-_SHARE_CONSUMER_REJECTS = (
-    "Kafka share consumers do not accept it (share groups manage offsets and membership on the broker)."
-)
-_GROUP_CONFIG = "it is a share group config, not a client setting;"
-_ON_THE_GROUP = "set it on the group with Kafka's kafka-configs tool (--entity-type groups)."
-# Kafka client settings the source sets itself or that share consumers reject, with the reason.
-_OWNED_KAFKA_CONFIGS = {
-    "group.id": f"the source sets it from option '{GROUP_ID}'.",
-    "group.type": "the source always uses a share group.",
-    "key.deserializer": "keys are always returned as binary; cast or decode the 'key' column.",
-    "value.deserializer": "values are always returned as binary; cast or decode the 'value' column.",
-    "share.acknowledgement.mode": "the source acknowledges records itself after Spark commits each batch; "
-    f"see option '{ACKNOWLEDGMENT_MODE}'.",
-    "client.id": "the source names each consumer after the group and its slot.",
-    # Kafka's names of the share group's own configs: a client ignores them, so a query would run without.
-    "share.auto.offset.reset": f"{_GROUP_CONFIG} use option '{STARTING_OFFSETS}'.",
-    "share.record.lock.duration.ms": f"{_GROUP_CONFIG} use option '{LOCK_TIMEOUT_MS}'.",
-    **dict.fromkeys(
-        [
-            "share.session.timeout.ms",
-            "share.heartbeat.interval.ms",
-            "share.delivery.count.limit",
-            "share.isolation.level",
-            "share.renew.acknowledge.enable",
-            "share.assignor.offload.enable",
-        ],
-        f"{_GROUP_CONFIG} {_ON_THE_GROUP}",
-    ),
-    **dict.fromkeys(
-        [
-            "enable.auto.commit",
-            "auto.commit.interval.ms",
-            "auto.offset.reset",
-            "group.instance.id",
-            "partition.assignment.strategy",
-            "interceptor.classes",
-            "group.protocol",
-            "group.remote.assignor",
-        ],
-        _SHARE_CONSUMER_REJECTS,
-    ),
-    **{
-        config: f"Kafka share consumers do not accept it; a share group has config 'share.{config}' instead: "
-        + _ON_THE_GROUP
-        for config in ["isolation.level", "session.timeout.ms", "heartbeat.interval.ms"]
-    },
-}
-
-_LONG_MAX = 2**63 - 1
-_INT_MAX = 2**31 - 1
-
 
 @dataclass(frozen=True)
 class KafkaShareOptions:
@@ -142,7 +89,7 @@ class KafkaShareOptions:
         bootstrap_servers: the Kafka brokers, e.g. ``"host1:9092,host2:9092"``.
         group_id: the share group; queries with the same group split the records between them.
         subscribe: the topics, as a list or a comma-separated string. Give this or ``subscribe_pattern``.
-        subscribe_pattern: a Java regex of topic names (its syntax is checked by the JVM at ``load()``).
+        subscribe_pattern: a Java regex of topic names.
         parallelism: the number of share consumers (default: Spark's default parallelism). With more
             consumers than partitions, each polls at most its even share of the group's lock limit.
         acknowledgment_mode: how records are acknowledged: ``implicit`` (every record of a
@@ -192,7 +139,11 @@ class KafkaShareOptions:
     def to_options(self) -> dict[str, str]:
         """The plain option map, for ``spark.readStream.format("kafka-share").options(**map)``.
 
-        It does not check the options; :meth:`validate` does, and so does the JVM at ``load()``.
+        Values go to the connector as they are, to be checked at ``load()``.
+
+        Raises:
+            KafkaShareConfigurationError: a key of ``kafka_options`` the map would misread; see
+                :func:`connection_options`.
 
         >>> KafkaShareOptions("localhost:9092", "g", subscribe=["a", "b"]).to_options()["subscribe"]
         'a,b'
@@ -204,7 +155,7 @@ class KafkaShareOptions:
         if isinstance(starting_offsets, datetime.timedelta):
             starting_offsets = _iso_duration(starting_offsets)
         options = {
-            **_connection_options(self.bootstrap_servers, self.group_id, self.kafka_options),
+            **connection_options(self.bootstrap_servers, self.group_id, self.kafka_options),
             SUBSCRIBE: subscribe,
             SUBSCRIBE_PATTERN: self.subscribe_pattern,
             PARALLELISM: self.parallelism,
@@ -221,31 +172,25 @@ class KafkaShareOptions:
         }
         return {name: str(value) for name, value in options.items() if value is not None}
 
-    def validate(self) -> None:
-        """Check the options as the connector does, in the same order and with the same messages.
 
-        Raises:
-            KafkaShareConfigurationError: the first problem found, e.g. for
-                ``KafkaShareOptions("localhost:9092", "g").validate()``:
-                ``[KAFKA_SHARE_NO_SUBSCRIPTION] One of the options 'subscribe' ... is required.``
-        """
-        _check_kafka_options(self.kafka_options)
-        _validate_source(self.to_options())
-
-
-def _connection_options(
+def connection_options(
     bootstrap_servers: str, group_id: str, kafka_options: Mapping[str, str]
 ) -> dict[str, str]:
-    """The options that reach the share group: brokers, group and ``kafka.``-prefixed client settings."""
-    return {
-        BOOTSTRAP_SERVERS: bootstrap_servers,
-        GROUP_ID: group_id,
-        **{f"kafka.{key}": str(value) for key, value in kafka_options.items()},
-    }
+    """The options that reach the share group: brokers, group and ``kafka.``-prefixed client settings.
 
+    The options :func:`~spark_kafka_share.share_group_state` passes to the connector, and the first of
+    :meth:`KafkaShareOptions.to_options`.
 
-def _check_kafka_options(kafka_options: Mapping[str, str]) -> None:
-    """Catch kafka_options keys that the prefixed option map would silently misread (Python only)."""
+    >>> connection_options("localhost:9092", "g", {"security.protocol": "SSL"})["kafka.security.protocol"]
+    'SSL'
+
+    Raises:
+        KafkaShareConfigurationError: a key of ``kafka_options`` that starts with ``kafka.``
+            (``KAFKA_SHARE_PREFIXED_KAFKA_OPTION``), which the prefix added here would hide from Kafka,
+            or that names an option of the source (``KAFKA_SHARE_SOURCE_OPTION_IN_KAFKA_OPTIONS``),
+            which would silently replace a field. The connector sees only the merged map, so only
+            Python can tell.
+    """
     for key in kafka_options:
         if key.lower().startswith("kafka."):
             raise KafkaShareConfigurationError(
@@ -260,186 +205,20 @@ def _check_kafka_options(kafka_options: Mapping[str, str]) -> None:
                 f"'{key}' is an option of the kafka-share source, not a Kafka client setting: "
                 f"set it with '{source_field}' instead of in kafka_options.",
             )
-
-
-def _validate_connection(options: Mapping[str, str]) -> None:
-    """The checks of ``KafkaShareSourceOptions.parseConnection``: brokers, group, Kafka settings."""
-    if _get(options, BOOTSTRAP_SERVERS) is None:
-        raise _missing_option(
-            BOOTSTRAP_SERVERS,
-            'Set it to the Kafka brokers to connect to, for example "host1:9092,host2:9092".',
-        )
-    if _get(options, GROUP_ID) is None:
-        raise _missing_option(
-            GROUP_ID,
-            "Set it to the share group this query consumes as; "
-            "queries with the same group split the records.",
-        )
-    source_owned = {name.lower() for name in _SOURCE_OPTION_FIELDS}
-    kafka_params = {
-        name[len("kafka.") :]: value
-        for name, value in options.items()
-        if name.lower().startswith("kafka.") and name.lower() not in source_owned
+    return {
+        BOOTSTRAP_SERVERS: bootstrap_servers,
+        GROUP_ID: group_id,
+        **{f"kafka.{key}": str(value) for key, value in kafka_options.items()},
     }
-    for key in kafka_params:
-        reason = _OWNED_KAFKA_CONFIGS.get(key.lower())
-        if reason is not None:
-            raise KafkaShareConfigurationError(
-                "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
-                f"Kafka setting 'kafka.{key}' cannot be set on the kafka-share source: {reason} "
-                "Remove it from the options.",
-            )
-    # Kafka allows 0, but the driver bounds each of its Admin calls with it (other values Kafka checks).
-    timeout = kafka_params.get("default.api.timeout.ms")
-    if timeout is not None and re.fullmatch(r"[+-]?0+", _java_trim(timeout)):
-        raise KafkaShareConfigurationError(
-            "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
-            "Kafka setting 'kafka.default.api.timeout.ms' has a value Kafka's consumer or this source does "
-            "not accept: expected a positive number of milliseconds (it bounds every Admin call of the "
-            "driver). Correct or remove it (the value is not shown: Kafka settings can hold credentials).",
-        )
-
-
-def _validate_source(options: Mapping[str, str]) -> None:
-    """The checks of ``KafkaShareSourceOptions.parse``, in its order."""
-    _validate_connection(options)
-
-    subscribe, pattern = _get(options, SUBSCRIBE), _get(options, SUBSCRIBE_PATTERN)
-    if subscribe is not None and pattern is not None:
-        raise KafkaShareConfigurationError(
-            "KAFKA_SHARE_CONFLICTING_OPTIONS",
-            f"Options '{SUBSCRIBE}', '{SUBSCRIBE_PATTERN}' cannot be used together. "
-            "Give either a list of topics or a pattern, not both.",
-        )
-    if subscribe is None and pattern is None:
-        raise KafkaShareConfigurationError(
-            "KAFKA_SHARE_NO_SUBSCRIPTION",
-            f"One of the options '{SUBSCRIBE}' (a comma-separated list of topics) or "
-            f"'{SUBSCRIBE_PATTERN}' (a Java regex of topic names) is required.",
-        )
-    if subscribe is not None and not any(_java_trim(topic) for topic in subscribe.split(",")):
-        raise _invalid_value(SUBSCRIBE, subscribe, "expected a comma-separated list of topic names")
-
-    _one_of(_get(options, ACKNOWLEDGMENT_MODE), ACKNOWLEDGMENT_MODE, AcknowledgmentMode)
-    _one_of(_get(options, EXACTLY_ONCE_STRATEGY), EXACTLY_ONCE_STRATEGY, ExactlyOnceStrategy)
-
-    _positive_int(_get(options, PARALLELISM), PARALLELISM)
-    _positive_long(_get(options, LOCK_TIMEOUT_MS), LOCK_TIMEOUT_MS)
-    _positive_int(_get(options, PARTITION_MAX_RECORD_LOCKS), PARTITION_MAX_RECORD_LOCKS)
-    _non_negative_int(_get(options, ASSIGNMENT_INTERVAL_MS), ASSIGNMENT_INTERVAL_MS)
-    include_headers = _get(options, INCLUDE_HEADERS)
-    if include_headers is not None and include_headers.lower() not in ("true", "false"):
-        raise _invalid_value(INCLUDE_HEADERS, include_headers, "expected 'true' or 'false'")
-    _positive_long(_get(options, MAX_RECORDS_PER_TRIGGER), MAX_RECORDS_PER_TRIGGER)
-    _positive_long(_get(options, POLL_TIMEOUT_MS), POLL_TIMEOUT_MS)
-    starting_offsets = _get(options, STARTING_OFFSETS)
-    if starting_offsets is not None and not _is_starting_offsets(starting_offsets):
-        raise _invalid_value(
-            STARTING_OFFSETS,
-            starting_offsets,
-            "expected 'earliest', 'latest', or a non-negative ISO-8601 duration back from now "
-            "such as 'PT30M' or 'P1D'",
-        )
-    _non_negative_int(_get(options, FETCH_OFFSET_NUM_RETRIES), FETCH_OFFSET_NUM_RETRIES)
-
-
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    """The trimmed value of an option (names are case-insensitive, as in Spark), None if blank."""
-    for key, value in options.items():
-        if key.lower() == name.lower():
-            return _java_trim(value) or None
-    return None
-
-
-def _java_trim(value: str) -> str:
-    """``String.trim()``: strips the ASCII control characters and space, not Unicode whitespace."""
-    return value.strip("".join(map(chr, range(0x21))))
 
 
 def _enum_value(value: Enum | str) -> str:
     return str(value.value) if isinstance(value, Enum) else value
 
 
-def _one_of(value: str | None, option: str, choices: type[Enum]) -> Enum | None:
-    if value is None:
-        return None
-    for choice in choices:
-        if choice.value.lower() == value.lower():
-            return choice
-    allowed = ", ".join(f"'{choice.value}'" for choice in choices)
-    raise _invalid_value(option, value, f"expected one of {allowed}")
-
-
-def _non_negative_int(value: str | None, option: str) -> int | None:
-    """``Integer.parseInt`` then ``>= 0``, as the connector parses retry counts."""
-    if value is None:
-        return None
-    if re.fullmatch(r"[+-]?\d+", value) is None or not 0 <= int(value) <= _INT_MAX:
-        raise _invalid_value(option, value, f"expected a whole number from 0 to {_INT_MAX}")
-    return int(value)
-
-
-def _positive_long(value: str | None, option: str) -> int | None:
-    """``Long.parseLong`` then ``> 0``, as the connector parses counts and durations."""
-    if value is None:
-        return None
-    if re.fullmatch(r"[+-]?\d+", value) is None or not 0 < int(value) <= _LONG_MAX:
-        raise _invalid_value(option, value, "expected a positive whole number")
-    return int(value)
-
-
-def _positive_int(value: str | None, option: str) -> int | None:
-    """``_positive_long``, then at most ``Integer.MAX_VALUE``, as the connector parses sizes."""
-    number = _positive_long(value, option)
-    if number is not None and number > _INT_MAX:
-        raise _invalid_value(option, str(number), f"expected at most {_INT_MAX}")
-    return number
-
-
-# java.time.Duration.parse's grammar.
-_ISO_DURATION = re.compile(
-    r"([-+]?)P(?:([-+]?[0-9]+)D)?"
-    r"(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?",
-    re.IGNORECASE,
-)
-
-
-def _is_starting_offsets(value: str) -> bool:
-    """``earliest``, ``latest``, or a duration ``Duration.parse`` accepts that is not negative."""
-    if value.lower() in ("earliest", "latest"):
-        return True
-    match = _ISO_DURATION.fullmatch(value.removeprefix("by_duration:"))
-    if match is None or match.group(3) in ("T", "t"):
-        return False
-    sign, days, _, hours, minutes, seconds, fraction = match.groups()
-    if days is None and hours is None and minutes is None and seconds is None:
-        return False
-    total_seconds = 0
-    for number, unit in ((days, 86400), (hours, 3600), (minutes, 60), (seconds, 1)):
-        if number is not None:
-            total_seconds += int(number) * unit
-            if abs(int(number) * unit) > _LONG_MAX or abs(total_seconds) > _LONG_MAX:
-                return False  # Duration.parse fails on long overflow
-    nanos = int((fraction or "").ljust(9, "0")) * (-1 if (seconds or "").startswith("-") else 1)
-    total_nanos = (total_seconds * 10**9 + nanos) * (-1 if sign == "-" else 1)
-    return total_nanos >= 0
-
-
 def _iso_duration(delta: datetime.timedelta) -> str:
     """A timedelta as the ISO-8601 duration ``Duration.parse`` reads, e.g. ``PT1800S``."""
     micros = (delta.days * 86400 + delta.seconds) * 10**6 + delta.microseconds
-    sign = "-" if micros < 0 else ""  # negative: rejected by the checks, as on the JVM
+    sign = "-" if micros < 0 else ""  # negative: the connector rejects it
     seconds, micros = divmod(abs(micros), 10**6)
     return f"{sign}PT{seconds}.{micros:06d}S" if micros else f"{sign}PT{seconds}S"
-
-
-def _missing_option(option: str, hint: str) -> KafkaShareConfigurationError:
-    return KafkaShareConfigurationError(
-        "KAFKA_SHARE_MISSING_OPTION", f"Option '{option}' is required. {hint}"
-    )
-
-
-def _invalid_value(option: str, value: str, allowed: str) -> KafkaShareConfigurationError:
-    return KafkaShareConfigurationError(
-        "KAFKA_SHARE_INVALID_OPTION_VALUE", f"Invalid value '{value}' for option '{option}': {allowed}."
-    )

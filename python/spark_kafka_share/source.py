@@ -14,7 +14,7 @@ from .options import KafkaShareOptions
 def read_share_stream(
     spark: SparkSession, options: KafkaShareOptions | None = None, **fields: Any
 ) -> DataFrame:
-    """``spark.readStream.format("kafka-share")`` with options checked in Python first.
+    """``spark.readStream.format("kafka-share")`` with typed options, its errors raised as this package's.
 
     Give the options as a :class:`KafkaShareOptions`, as its fields by keyword, or both (the
     keywords then replace fields of ``options``)::
@@ -30,18 +30,20 @@ def read_share_stream(
     ``timestamp``, ``timestampType``, ``headers`` (only with ``include_headers=True``) and
     ``deliveryCount`` (1 on a record's first delivery).
 
-    Works with Spark Connect too, where the connector jar must be on the Connect server.
+    Works with Spark Connect too, where the connector jar must be on the Connect server. The connector
+    checks the options: in a classic session at ``load()``, on Spark Connect when the server analyses
+    the DataFrame, which this function asks for.
 
     Raises:
-        KafkaShareConfigurationError: an option is missing, invalid or not supported yet.
+        KafkaShareConfigurationError: an option is missing, invalid or not supported.
         KafkaShareConnectorNotFoundError: the classic session's JVM does not have the connector.
     """
     resolved = KafkaShareOptions(**fields) if options is None else dataclasses.replace(options, **fields)
-    resolved.validate()
+    options_map = resolved.to_options()
     if not is_connect_session(spark):
         require_connector(spark)
     with raising_kafka_share_errors():
-        df = spark.readStream.format("kafka-share").options(**resolved.to_options()).load()
+        df = spark.readStream.format("kafka-share").options(**options_map).load()
         if is_connect_session(spark):
             # Spark Connect is lazy: have the server check the options now, as load() does in classic.
             _ = df.schema

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from ._jvm import driver_jvm, raising_kafka_share_errors, require_classic_session, require_connector
-from .options import _check_kafka_options, _connection_options, _validate_connection
+from .options import connection_options
 
 
 @dataclass(frozen=True)
@@ -105,10 +105,7 @@ def share_group_state(
         "it calls Kafka's Admin client inside the driver JVM",
         "Call it from a classic session, or use Kafka's kafka-share-groups.sh --describe.",
     )
-    kafka_options = kafka_options or {}
-    _check_kafka_options(kafka_options)
-    options = _connection_options(bootstrap_servers, group_id, kafka_options)
-    _validate_connection(options)
+    options = connection_options(bootstrap_servers, group_id, kafka_options or {})
     require_connector(spark)
     jvm = driver_jvm(spark)
     java_options = jvm.java.util.HashMap()

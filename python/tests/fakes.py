@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
-
 
 class FakeJavaException:
     """What Py4JJavaError.java_exception needs to be for the code under test."""
@@ -19,7 +17,10 @@ class FakeJavaException:
         return self.message
 
 
-def py4j_error(java_message: str | None) -> Py4JJavaError:
+def py4j_error(java_message: str | None) -> Exception:
+    # Imported here: the test without py4j uses the fakes of Spark Connect.
+    from py4j.protocol import Py4JJavaError
+
     return Py4JJavaError(
         "An error occurred while calling o1.describeJson.\n", FakeJavaException(java_message)
     )

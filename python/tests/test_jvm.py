@@ -11,61 +11,26 @@ from pyspark.sql import SparkSession
 from spark_kafka_share import (
     KafkaShareBrokerUnreachableError,
     KafkaShareConfigurationError,
-    KafkaShareOptions,
     ShareGroupState,
     read_share_stream,
     share_group_state,
     share_group_state_df,
 )
-from spark_kafka_share._jvm import raising_kafka_share_errors
-
-from .cases import BAD_OPTIONS, STARTING_OFFSETS, VALID
 
 pytestmark = [pytest.mark.jvm, pytest.mark.timeout(120)]
 
-
-def load_unchecked(spark: SparkSession, options: KafkaShareOptions) -> None:
-    """Load with the JVM's checks alone, bypassing Python's."""
-    with raising_kafka_share_errors():
-        spark.readStream.format("kafka-share").options(**options.to_options()).load()
+VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
 
 
-@pytest.mark.parametrize(("changes", "message"), BAD_OPTIONS)
-def test_the_jvm_rejects_bad_options_as_python_does(
-    spark: SparkSession, changes: dict[str, Any], message: str
+def test_read_share_stream_raises_the_connectors_option_errors_as_configuration_errors(
+    spark: SparkSession,
 ) -> None:
     with pytest.raises(KafkaShareConfigurationError) as raised:
-        load_unchecked(spark, KafkaShareOptions(**{**VALID, **changes}))
-    assert str(raised.value) == message
-
-
-@pytest.mark.parametrize(("value", "accepted"), STARTING_OFFSETS)
-def test_the_jvm_reads_starting_offsets_as_python_does(
-    spark: SparkSession, value: str, accepted: bool
-) -> None:
-    options = KafkaShareOptions(**VALID, starting_offsets=value)
-    if accepted:
-        load_unchecked(spark, options)
-    else:
-        with pytest.raises(KafkaShareConfigurationError, match="for option 'startingOffsets'"):
-            load_unchecked(spark, options)
-
-
-def test_read_share_stream_maps_errors_only_the_jvm_finds(spark: SparkSession) -> None:
-    with pytest.raises(KafkaShareConfigurationError) as raised:
-        read_share_stream(spark, bootstrap_servers="localhost:9092", group_id="g", subscribe_pattern="[")
+        read_share_stream(spark, bootstrap_servers="localhost:9092", group_id="g")
     assert str(raised.value) == (
-        "[KAFKA_SHARE_INVALID_OPTION_VALUE] Invalid value '[' for option 'subscribePattern': "
-        "expected a Java regex (Unclosed character class)."
+        "[KAFKA_SHARE_NO_SUBSCRIPTION] One of the options 'subscribe' (a comma-separated list of topics) "
+        "or 'subscribePattern' (a Java regex of topic names) is required."
     )
-
-
-def test_read_share_stream_maps_a_kafka_setting_the_consumer_refuses(spark: SparkSession) -> None:
-    with pytest.raises(KafkaShareConfigurationError) as raised:
-        read_share_stream(spark, **VALID, kafka_options={"max.poll.records": "many"})
-    assert raised.value.condition == "KAFKA_SHARE_INVALID_KAFKA_CONFIG"
-    assert "'kafka.max.poll.records'" in str(raised.value)
-    assert "many" not in str(raised.value)
 
 
 def test_read_share_stream_has_the_kafka_share_schema(spark: SparkSession) -> None:
@@ -75,6 +40,15 @@ def test_read_share_stream_has_the_kafka_share_schema(spark: SparkSession) -> No
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
         "timestampType:int,headers:array<struct<key:string,value:binary>>,deliveryCount:int>"
     )
+
+
+def test_share_group_state_raises_the_connectors_option_errors_as_configuration_errors(
+    spark: SparkSession,
+) -> None:
+    with pytest.raises(KafkaShareConfigurationError) as raised:
+        share_group_state(spark, "localhost:9092", " ")
+    assert raised.value.condition == "KAFKA_SHARE_MISSING_OPTION"
+    assert "Option 'kafka.share.group.id' is required" in str(raised.value)
 
 
 def test_share_group_state_of_an_unreachable_cluster(spark: SparkSession) -> None:

@@ -6,60 +6,48 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_share import (
-    AcknowledgmentMode,
-    ExactlyOnceStrategy,
-    KafkaShareConfigurationError,
-    KafkaShareOptions,
+from spark_kafka_share import AcknowledgmentMode, KafkaShareConfigurationError, KafkaShareOptions
+
+VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
+
+
+@pytest.mark.parametrize(
+    ("kafka_options", "message"),
+    [
+        (
+            {"kafka.security.protocol": "SSL"},
+            "[KAFKA_SHARE_PREFIXED_KAFKA_OPTION] kafka_options key 'kafka.security.protocol' starts with "
+            "'kafka.': give Kafka settings without the prefix, which is added for you "
+            "(for example 'security.protocol').",
+        ),
+        (
+            {"Bootstrap.Servers": "elsewhere:9092"},
+            "[KAFKA_SHARE_SOURCE_OPTION_IN_KAFKA_OPTIONS] 'Bootstrap.Servers' is an option of the "
+            "kafka-share source, not a Kafka client setting: set it with 'bootstrap_servers' instead of "
+            "in kafka_options.",
+        ),
+    ],
 )
-
-from .cases import BAD_OPTIONS, PYTHON_ONLY_BAD_OPTIONS, STARTING_OFFSETS, VALID
-
-
-@pytest.mark.parametrize(("changes", "message"), BAD_OPTIONS + PYTHON_ONLY_BAD_OPTIONS)
-def test_validate_rejects_bad_options_with_the_connectors_message(
-    changes: dict[str, Any], message: str
+def test_kafka_options_keys_the_option_map_would_misread_fail_in_python(
+    kafka_options: dict[str, str], message: str
 ) -> None:
-    options = KafkaShareOptions(**{**VALID, **changes})
+    options = KafkaShareOptions(**VALID, kafka_options=kafka_options)
     with pytest.raises(KafkaShareConfigurationError) as raised:
-        options.validate()
+        options.to_options()
     assert str(raised.value) == message
-    assert raised.value.condition == message[1 : message.index("]")]
 
 
-def test_configuration_errors_are_value_errors() -> None:
-    with pytest.raises(ValueError, match="KAFKA_SHARE_NO_SUBSCRIPTION"):
-        KafkaShareOptions("localhost:9092", "g").validate()
-
-
-@pytest.mark.parametrize(("value", "accepted"), STARTING_OFFSETS)
-def test_starting_offsets_accepts_what_java_duration_parse_accepts(value: str, accepted: bool) -> None:
-    options = KafkaShareOptions(**VALID, starting_offsets=value)
-    if accepted:
-        options.validate()
-    else:
-        with pytest.raises(KafkaShareConfigurationError, match="for option 'startingOffsets'"):
-            options.validate()
-
-
-def test_validate_accepts_every_supported_setting() -> None:
-    KafkaShareOptions(
-        bootstrap_servers="host1:9092,host2:9092",
-        group_id="orders-processor",
-        subscribe_pattern="[",  # a bad Java regex: only the JVM can tell
-        parallelism=2**31 - 1,
-        acknowledgment_mode="Implicit",
-        exactly_once_strategy=ExactlyOnceStrategy.IDEMPOTENT,
-        lock_timeout_ms=30_000,
-        partition_max_record_locks=2**31 - 1,
-        assignment_interval_ms=0,
-        include_headers=True,
-        max_records_per_trigger=2**63 - 1,
-        poll_timeout_ms=500,
-        starting_offsets=datetime.timedelta(minutes=30),
-        fetch_offset_num_retries=0,
-        kafka_options={"security.protocol": "SSL", "default.api.timeout.ms": "+5000"},
-    ).validate()
+def test_values_go_to_the_connector_unchecked() -> None:
+    options = KafkaShareOptions("", "g", parallelism=0, acknowledgment_mode="manual", starting_offsets="soon")
+    assert options.to_options() == {
+        "kafka.bootstrap.servers": "",
+        "kafka.share.group.id": "g",
+        "kafka.share.parallelism": "0",
+        "kafka.share.acknowledgment.mode": "manual",
+        "kafka.share.exactly.once.strategy": "none",
+        "includeHeaders": "false",
+        "startingOffsets": "soon",
+    }
 
 
 def test_to_options_maps_every_field_to_the_source_option() -> None:
@@ -117,7 +105,7 @@ def test_to_options_leaves_unset_options_to_the_source() -> None:
         (datetime.timedelta(minutes=30), "PT1800S"),
         (datetime.timedelta(days=1, milliseconds=500), "PT86400.500000S"),
         (datetime.timedelta(0), "PT0S"),
-        (datetime.timedelta(seconds=-0.5), "-PT0.500000S"),
+        (datetime.timedelta(seconds=-0.5), "-PT0.500000S"),  # for the connector to reject
     ],
 )
 def test_starting_offsets_timedelta_becomes_an_iso_duration(delta: datetime.timedelta, iso: str) -> None:

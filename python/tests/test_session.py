@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -20,8 +23,9 @@ from spark_kafka_share import (
 )
 from spark_kafka_share._jvm import is_connect_session, require_connector
 
-from .cases import VALID
 from .fakes import FakeConnectSession, FakeDataFrame, py4j_error
+
+VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
 
 
 @pytest.fixture
@@ -101,9 +105,31 @@ def test_read_share_stream_accepts_fields_as_keywords() -> None:
     assert spark.readStream.given["includeHeaders"] == "true"
 
 
-def test_read_share_stream_checks_options_before_using_spark() -> None:
-    with pytest.raises(KafkaShareConfigurationError, match="KAFKA_SHARE_NO_SUBSCRIPTION"):
-        read_share_stream(cast(SparkSession, object()), bootstrap_servers="localhost:9092", group_id="g")
+def test_read_share_stream_checks_kafka_options_keys_before_using_spark() -> None:
+    with pytest.raises(KafkaShareConfigurationError, match="KAFKA_SHARE_PREFIXED_KAFKA_OPTION"):
+        read_share_stream(cast(SparkSession, object()), **VALID, kafka_options={"kafka.acks": "all"})
+
+
+def test_the_package_works_without_py4j_as_a_spark_connect_client_has_it() -> None:
+    """pyspark-client, the Spark Connect-only install, has neither py4j nor pyspark.core."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["py4j"] = sys.modules["pyspark.core"] = None  # import fails, as where not installed
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pyspark.errors import IllegalArgumentException
+        import spark_kafka_share as sks
+        from tests.fakes import FakeConnectSession
+
+        spark = FakeConnectSession()
+        sks.read_share_stream(spark, **{VALID!r})
+        assert spark.readStream.given["subscribe"] == "orders"
+        error = IllegalArgumentException(message="[KAFKA_SHARE_NO_SUBSCRIPTION] One of the options ...")
+        assert isinstance(sks.from_jvm_error(error), sks.KafkaShareConfigurationError)
+        assert sks.from_jvm_error(ValueError("[KAFKA_SHARE_NO_SUBSCRIPTION] ...")) is None
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
 
 
 def test_share_group_state_needs_a_classic_session() -> None:
