@@ -96,6 +96,7 @@ clean:
 # Throughput, batch latency and heap of kafka-share against Kafka's own share-consumer perf tool, on
 # the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data;
 # BENCH_ARGS passes options to benchmarks/bench.py, e.g. BENCH_ARGS="--sections d" for one section.
+# Each run writes benchmarks/results/<UTC time>.json, which git ignores (docs/benchmarks.md).
 bench: $(JAR) $(VENV)/.bench-installed kafka-up
 	$(VENV_PY) benchmarks/bench.py --jar $(JAR) $(BENCH_ARGS)
 

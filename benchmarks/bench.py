@@ -51,7 +51,7 @@ Throughput is given end to end (query start to end, as the perf tool measures), 
 batch with records to the end of the last (a share consumer first has to join its group), and over
 the batches that start in the second half of that time ("steady": past the query's start, what a
 long-running stream would sustain).
-Writes benchmarks/results/<UTC time>.json and prints a table.
+Writes benchmarks/results/<UTC time>.json (git ignores the folder) and prints a table.
 """
 
 from __future__ import annotations
