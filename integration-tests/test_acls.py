@@ -32,10 +32,10 @@ from conftest import (
     drain_values,
     drained_rows,
     local_broker,
-    lost_and_duplicated,
     run_drain_job,
     values,
 )
+from expectations import assert_every_record_once
 from test_explicit_acknowledgement import DeadLetteringDrain
 from test_security import PLAIN_LOGIN_MODULE, SASL_BOOTSTRAP, alice_login, failure_of, sasl_stream
 
@@ -140,8 +140,7 @@ def test_a_query_reads_with_only_the_acls_the_user_guide_lists(
     if not options_set_configs:
         kafka.set_group_config(group, "share.auto.offset.reset", "earliest")
     df = sasl_stream(spark, topic, group, "alice-secret", "earliest" if options_set_configs else None)
-    assert drain_values(spark, df) == values(300)
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(values(300), drain_values(spark, df), kafka=kafka, group=group, topic=topic)
 
 
 # ACLs short of the least set; the refusal comes from the driver's Admin calls or from the executors'
@@ -172,7 +171,7 @@ def test_a_principal_missing_an_acl_fails_the_query_saying_which_acls_it_needs(
     spark: SparkSession, kafka: KafkaCluster, group: str, acls: Callable[[str, list[Acl]], None], case: str
 ) -> None:
     # Without READ on the group, Kafka's client ends the membership and throws the refusal once; a
-    # retried task then read nothing, and the query ran on reading nothing instead of failing.
+    # retried task then reads nothing, and the query must fail rather than run on reading nothing.
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(100))
     acls(
@@ -285,6 +284,4 @@ def test_a_batch_to_re_run_that_the_principal_may_no_longer_read_fails_saying_so
     acls("User:alice", [read_topic])
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
-    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in rows])
-    assert (lost, duplicated) == (set(), {})
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)

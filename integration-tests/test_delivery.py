@@ -332,13 +332,9 @@ def test_a_batch_joined_with_itself_completes_or_fails_clearly_and_loses_nothing
                 assert "[KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF]" in error, error[:2000]
                 assert "Persist the batch DataFrame" in error
             rest = drain_values(spark, share_stream(spark, topic, run_group))
+            got = committed + rest
             assert_every_record_once(
-                values(400),
-                committed + rest,
-                kafka=kafka,
-                group=run_group,
-                topic=topic,
-                context=f"run {attempt}",
+                values(400), got, kafka=kafka, group=run_group, topic=topic, context=f"run {attempt}"
             )
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")

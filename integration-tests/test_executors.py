@@ -80,6 +80,16 @@ def test_explicit_marks_reach_the_consumer_that_holds_the_records_on_another_exe
     assert kafka.unfinished(group, topic) == 0
 
 
+def may_come_again(metrics: dict[str, str]) -> int:
+    """How many records may reach the sink twice in a run with these source metrics: each record the
+    source released comes again, and so can each whose acknowledgement was not applied. While the
+    group rebalances (consumers leave and join), a consumer can lose a partition whose records it
+    holds, and Kafka's client fails their acknowledgements (NOT_LEADER_OR_FOLLOWER) or finds their
+    locks expired; they come back after their lock, so there can be more duplicates than records
+    released."""
+    return sum(int(metrics[m]) for m in ("recordsReleased", "acknowledgementsFailed", "locksExpired"))
+
+
 # Four slots on two one-core executors, batches of at most 400 records (100 a consumer, so that every
 # consumer holds records in a full batch).
 SLOTS_ON_TWO_EXECUTORS = (
@@ -114,25 +124,18 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
 
     rows = drained_rows(tmp_path)
     # What they held was in the batch that had just committed: under `none` it comes again, once.
+    # Every duplicate is one of the records the source counted as released or not acknowledged.
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    released, failed, expired = (
-        int(metrics[m]) for m in ("recordsReleased", "acknowledgementsFailed", "locksExpired")
-    )
-    # Each released record comes again, and so can records whose acknowledgement was not applied:
-    # while the group rebalances (consumers leave and join here), a consumer can lose a partition whose
-    # records it holds, and Kafka's client fails their acknowledgements (NOT_LEADER_OR_FOLLOWER); they
-    # come back after their lock, so there can be more duplicates than released records. Every
-    # duplicate is one of those the source counted.
     duplicated = assert_every_record_once(
         expected,
         [value for value, _ in rows],
         kafka=kafka,
         group=group,
         topic=topic,
-        allow_duplicates_up_to=released + failed + expired,
-        context=str(metrics),
+        allow_duplicates_up_to=may_come_again(metrics),
     )
     assert (tmp_path / "out" / "read-all.txt").read_text() == "True"
+    released = int(metrics["recordsReleased"])
     assert released >= 100  # a consumer's share of the batch; two consumers stayed behind
     redelivered = {value for value, count in rows if count > 1}
     assert released <= len(duplicated), metrics
@@ -154,22 +157,15 @@ def test_an_available_now_drain_whose_slots_move_ends_once_what_was_left_behind_
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     assert (tmp_path / "out" / "occupied-executor").read_text().isdigit()
 
-    rows = drained_rows(tmp_path)
+    got = [value for value, _ in drained_rows(tmp_path)]
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    released, failed, expired = (
-        int(metrics[m]) for m in ("recordsReleased", "acknowledgementsFailed", "locksExpired")
-    )
     # What the consumers left behind held was released, read again and accepted within the drain.
+    limit = may_come_again(metrics)
     assert_every_record_once(
-        expected,
-        [value for value, _ in rows],
-        kafka=kafka,
-        group=group,
-        topic=topic,
-        allow_duplicates_up_to=released + failed + expired,
-        context=str(metrics),
+        expected, got, kafka=kafka, group=group, topic=topic, allow_duplicates_up_to=limit
     )
-    assert released >= 100, metrics  # a consumer's share of the batch, at least one consumer left behind
+    # A consumer's share of the batch, at least one consumer left behind.
+    assert int(metrics["recordsReleased"]) >= 100, metrics
 
 
 def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_another_executor(
@@ -200,14 +196,10 @@ def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_
     # The failed attempt's records, which the sink never saw, go back to the group once its consumer
     # is found left behind; a duplicate can only be a record whose ACCEPT Kafka did not apply as the
     # group's members changed.
+    not_applied = int(metrics["acknowledgementsFailed"]) + int(metrics["locksExpired"])
+    got = [value for value, _ in rows]
     assert_every_record_once(
-        expected,
-        [value for value, _ in rows],
-        kafka=kafka,
-        group=group,
-        topic=topic,
-        allow_duplicates_up_to=int(metrics["acknowledgementsFailed"]) + int(metrics["locksExpired"]),
-        context=str(metrics),
+        expected, got, kafka=kafka, group=group, topic=topic, allow_duplicates_up_to=not_applied
     )
 
 
@@ -268,13 +260,9 @@ def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     rows = drained_rows(tmp_path)
     # Both reads' records come back: the first read's once more (the sink has them), the second's
     # for the first time. Had the home consumer ACCEPTed the first read, none would be duplicated.
+    got = [value for value, _ in rows]
     duplicated = assert_every_record_once(
-        expected,
-        [value for value, _ in rows],
-        kafka=kafka,
-        group=group,
-        topic=topic,
-        allow_duplicates_up_to=math.inf,
+        expected, got, kafka=kafka, group=group, topic=topic, allow_duplicates_up_to=math.inf
     )
     assert (tmp_path / "out" / "read-all.txt").read_text() == "True"
     assert set(duplicated) == set(first["values"])
@@ -316,10 +304,8 @@ def test_a_truststore_only_the_driver_has_fails_on_the_executors_saying_to_ship_
 
     shipped = ("--spark-conf", f"spark.files={truststore}")
     assert run_drain_job(topic, group, tmp_path / "shipped", *job, *shipped, cwd=driver_dir) == 0
-    shipped_rows = drained_rows(tmp_path / "shipped")
-    assert_every_record_once(
-        expected, [value for value, _ in shipped_rows], kafka=kafka, group=group, topic=topic
-    )
+    got = [value for value, _ in drained_rows(tmp_path / "shipped")]
+    assert_every_record_once(expected, got, kafka=kafka, group=group, topic=topic)
 
 
 def test_a_batch_re_run_on_new_executors_logs_in_with_kafkas_system_properties(

@@ -19,11 +19,11 @@ from conftest import (
     drain_values,
     drained_rows,
     local_broker,
-    lost_and_duplicated,
     run_drain_job,
     share_stream,
     values,
 )
+from expectations import assert_every_record_once
 from test_security import failure_of, listener
 
 KDC_LOCAL = REPO / "dev" / "kdc-local" / "kdc-local"
@@ -71,8 +71,8 @@ def test_a_query_reads_through_kerberos_with_a_keytab(
 ) -> None:
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(300))
-    assert drain_values(spark, kerberos_stream(spark, topic, group, "alice@EXAMPLE.COM")) == values(300)
-    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the GSSAPI listener"
+    got = drain_values(spark, kerberos_stream(spark, topic, group, "alice@EXAMPLE.COM"))
+    assert_every_record_once(values(300), got, kafka=kafka, group=group, topic=topic, context="GSSAPI")
 
 
 def test_a_principal_the_keytab_lacks_fails_the_query_saying_the_login_failed(
@@ -103,7 +103,6 @@ def test_executors_in_jvms_of_their_own_log_in_with_the_shipped_keytab(
     settings = kerberos_settings("kafka.keytab", "alice@EXAMPLE.COM")
     job += tuple(f"--option={name}={value}" for name, value in settings.items())
     assert run_drain_job(topic, group, tmp_path, *job, cwd=KDC_DIR) == 0
-    lost, duplicated = lost_and_duplicated(expected, [value for value, _ in drained_rows(tmp_path)])
-    assert (lost, duplicated) == (set(), {})
     assert (tmp_path / "out" / "executors.txt").read_text() == "2"
-    assert kafka.unfinished(group, topic) == 0
+    rows = drained_rows(tmp_path)
+    assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)

@@ -24,13 +24,13 @@ from conftest import (
     KafkaCluster,
     drain_values,
     local_broker,
-    lost_and_duplicated,
     restart_broker_with,
     share_stream,
     source_metrics,
     values,
     wait_until,
 )
+from expectations import assert_every_record_once
 
 
 def consumer_threads(spark: SparkSession) -> int:
@@ -165,7 +165,7 @@ def test_available_now_waits_one_lock_duration_for_records_another_member_holds(
 def test_a_stream_reports_no_backlog_for_records_another_member_holds(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    # Kafka's lag counts records another member holds, and can be left stale (seen in CI): a running
+    # Kafka's lag counts records another member holds, and can be left stale (conftest): a running
     # stream whose round found nothing takes such a partition as empty for a lock duration, so it
     # reports no backlog and plans no round meanwhile. Here the lock (3 s) is shorter than two rounds
     # that wait the full poll timeout (2 s each): a progress report that counted the lag before taking
@@ -237,8 +237,8 @@ def test_records_of_a_batch_that_foreach_batch_left_unread_are_read_at_once(
 ) -> None:
     """A batch that foreachBatch plans but does not read (here: it asks for the number of partitions)
     runs no task, so its consumer does not poll: no sign that the topic is empty. Taken for a round
-    that polled and found nothing (before 2026-11-29), it held the partition's backlog back for a lock
-    duration (60 s here) once the backlog was looked up again, and the records waited that long."""
+    that polled and found nothing, it would hold the partition's backlog back for a lock duration
+    (60 s here) once the backlog is looked up again, and the records would wait that long."""
     topic = kafka.new_topic()
     got: list[str] = []
     skipped: list[int] = []
@@ -279,8 +279,8 @@ def test_partitions_added_to_the_topic_are_read_by_the_running_query(
     seconds: the driver describes a topic's partitions again every 5 s, and the group coordinator
     assigns a new partition at a member's next heartbeat (every 5 s). The consumers that replace the
     first ones (their poll size changes) may get their share of the new partitions only after their
-    first poll: on Kafka 4.4.0, taking that round as proof the partitions were empty left their
-    records in the client for a lock duration (25 to 39 s) in half the runs."""
+    first poll: on Kafka 4.4.0, taking that round as proof the partitions are empty would leave their
+    records in the client for a lock duration (25 to 39 s) in about half the runs."""
     topic = kafka.new_topic(partitions=1)
     expected = values(100, "p0")
     kafka.produce(topic, expected)
@@ -373,10 +373,14 @@ def test_a_query_with_async_progress_tracking_stopped_between_batches_accepts_it
         lambda batch, _: rest.extend(r.v for r in batch.selectExpr("cast(value as string) v").collect())
     )
     assert drain.trigger(availableNow=True).start().awaitTermination(120)
-    lost, duplicated = lost_and_duplicated(expected, first + rest)
-    assert not lost, f"{len(lost)} records lost"
-    assert not duplicated, f"{len(duplicated)} records read twice: the stop released a committed batch"
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(
+        expected,
+        first + rest,
+        kafka=kafka,
+        group=group,
+        topic=topic,
+        context="a record read twice means the stop released a committed batch",
+    )
 
 
 def test_records_of_a_batch_that_never_committed_are_delivered_again(
@@ -410,10 +414,9 @@ def test_records_of_a_batch_that_never_committed_are_delivered_again(
     ).trigger(availableNow=True)
     assert rerun.start().awaitTermination(120)
 
-    assert sorted(v for v, _ in rows) == expected
+    assert_every_record_once(expected, [v for v, _ in rows], kafka=kafka, group=group, topic=topic)
     redelivered = {v for v, count in rows if count >= 2}
     assert first_attempt <= redelivered, "records the failed batch held were acknowledged before its commit"
-    assert kafka.unfinished(group, topic) == 0
 
 
 # retries=2 also shows that rounds planned between failed lookups do not count as the cluster answering.
@@ -450,7 +453,8 @@ def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_lea
     # The broker allows a group two members, and another application's consumer holds one place when
     # the query's two consumers ask to join: one is turned away, and Kafka's client gives up on the
     # group for good. The query reads on through the other, and once that application leaves, the
-    # slot's consumer in the next round takes the place. (Before, it read nothing for the rest of the run.)
+    # slot's consumer in the next round takes the place: a slot left with the consumer that gave up
+    # would read nothing for the rest of the run.
     restart_broker_with(request, {"group.share.max.size": "2"})
     topic = kafka.new_topic(partitions=2)
     other = kafka.share_consumer(group)
@@ -505,7 +509,4 @@ def test_a_consumer_the_full_group_turns_away_takes_the_place_another_member_lea
         assert source_metrics(query)["consumersJoined"] == "2"
     finally:
         query.stop()
-    lost, duplicated = lost_and_duplicated(values(500, "b") + values(500, "c"), read)
-    assert not lost
-    assert not duplicated
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(values(500, "b") + values(500, "c"), read, kafka=kafka, group=group, topic=topic)

@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from pyspark.sql import SparkSession
 
-from conftest import KafkaCluster, lost_and_duplicated, share_stream, values, wait_until
+from conftest import KafkaCluster, share_stream, values, wait_until
+from expectations import assert_every_record_once
 from test_delivery import parquet_query, sink_values
 
 LOGGING_STRATEGIES = pytest.mark.parametrize("strategy", ["checkpoint-dedup", "two-phase-commit"])
@@ -52,6 +53,4 @@ def test_a_topic_made_again_under_its_name_is_read_whole_from_the_same_checkpoin
         assert query.awaitTermination(180), "Trigger.AvailableNow did not finish"
         assert query.exception() is None
         this_topic = [v for v in sink_values(spark, tmp_path) if v.startswith(expected[0][:3])]
-        lost, duplicated = lost_and_duplicated(expected, this_topic)
-        assert (len(lost), len(duplicated)) == (0, 0), f"lost {len(lost)}, duplicated {len(duplicated)}"
-        assert kafka.unfinished(group, topic) == 0
+        assert_every_record_once(expected, this_topic, kafka=kafka, group=group, topic=topic)

@@ -34,13 +34,13 @@ from conftest import (
     acknowledged,
     drain_values,
     drained_rows,
-    lost_and_duplicated,
     run_drain_job,
     share_stream,
     source_metrics,
     values,
     wait_until,
 )
+from expectations import assert_every_record_once
 
 
 def listener(port_variable: str, above_plaintext: int) -> str:
@@ -278,8 +278,8 @@ def test_a_query_reads_through_sasl_with_kafkas_own_login_module_name(
     # The shaded client has no class org.apache.kafka...PlainLoginModule: unmapped, the login fails.
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(500))
-    assert drain_values(spark, sasl_stream(spark, topic, group, "alice-secret")) == values(500)
-    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the SASL listener"
+    got = drain_values(spark, sasl_stream(spark, topic, group, "alice-secret"))
+    assert_every_record_once(values(500), got, kafka=kafka, group=group, topic=topic, context="SASL listener")
 
 
 @pytest.mark.parametrize("listener", ["sasl-plain", "scram-ssl"])
@@ -315,10 +315,15 @@ def test_a_query_reads_through_sasl_ssl_with_scram_trusting_the_broker_by_trusts
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(500))
     df = scram_ssl_stream(spark, topic, group, "alice-secret", truststore(form))
-    assert drain_values(spark, df) == values(500), (
-        "a broker whose data predates its SCRAM account fails here: make kafka-down, then make kafka-up"
+    assert_every_record_once(
+        values(500),
+        drain_values(spark, df),
+        kafka=kafka,
+        group=group,
+        topic=topic,
+        context="SASL_SSL listener (a broker whose data predates its SCRAM account fails here: "
+        "make kafka-down, then make kafka-up)",
     )
-    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the SASL_SSL listener"
 
 
 def test_a_broker_certificate_the_client_does_not_trust_fails_the_query_saying_why(
@@ -360,8 +365,8 @@ def test_a_query_reads_through_mutual_tls_with_a_client_certificate(
 ) -> None:
     topic = kafka.new_topic(partitions=2)
     kafka.produce(topic, values(300))
-    assert drain_values(spark, mtls_stream(spark, topic, group, keystore(form))) == values(300)
-    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through the mutual-TLS listener"
+    got = drain_values(spark, mtls_stream(spark, topic, group, keystore(form)))
+    assert_every_record_once(values(300), got, kafka=kafka, group=group, topic=topic, context="mutual TLS")
 
 
 def test_a_query_without_the_client_certificate_mutual_tls_requires_fails_saying_the_login_was_refused(
@@ -414,8 +419,9 @@ def test_records_dead_lettered_through_sasl_ssl_reach_the_dead_letter_topic(
         query.stop()
     assert sum(parked) == len(poison)
     copies = kafka.consume_all(dead_letters, expected_count=len(poison))
-    assert sorted(c.value for c in copies) == sorted(poison)
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(
+        poison, [c.value for c in copies], kafka=kafka, group=group, topic=topic, context="dead-letter topic"
+    )
 
 
 def test_a_query_reads_through_oauthbearer_once_kafkas_allowed_urls_property_names_the_token_endpoint(
@@ -437,9 +443,9 @@ def test_a_query_reads_through_oauthbearer_once_kafkas_allowed_urls_property_nam
     assert f"Update the system property 'org.apache.kafka.{OAUTH_ALLOWED_URLS}'" in message, message
     assert token_endpoint.issued == 0
     set_kafka_system_property(spark, system_properties, OAUTH_ALLOWED_URLS, token_endpoint.url)
-    assert drain_values(spark, df) == values(300)
+    got = drain_values(spark, df)
     assert token_endpoint.issued >= 1, "the client logged in with a token from the endpoint"
-    assert kafka.unfinished(group, topic) == 0, "every record acknowledged through OAUTHBEARER"
+    assert_every_record_once(values(300), got, kafka=kafka, group=group, topic=topic, context="OAUTHBEARER")
 
 
 # Callback handlers of a package of their own, compiled against Kafka's unshaded kafka-clients as a
@@ -460,9 +466,8 @@ def drain_with_provider_handler(
     failure = workdir / "out" / "failure.txt"
     exit_code = run_drain_job(topic, group, workdir, *job)
     assert exit_code == 0, failure.read_text() if failure.exists() else f"exit code {exit_code}"
-    lost, duplicated = lost_and_duplicated(values(200), [value for value, _ in drained_rows(workdir)])
-    assert (lost, duplicated) == (set(), {})
-    assert kafka.unfinished(group, topic) == 0
+    rows = drained_rows(workdir)
+    assert_every_record_once(values(200), [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
 
 
 @pytest.mark.parametrize("master", ["local[2]", "local-cluster[2,1,1024]"])

@@ -17,7 +17,8 @@ import pytest
 import spark_kafka_share as sks
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import BOOTSTRAP, JAR, KafkaCluster, free_port, lost_and_duplicated, values
+from conftest import BOOTSTRAP, JAR, KafkaCluster, free_port, values
+from expectations import assert_every_record_once
 
 # What pyspark sets to mark the process as a Connect client; it turns classic pyspark calls into
 # Connect ones, so it must not outlive this module (the suites after it use the classic session).
@@ -127,11 +128,9 @@ def test_read_share_stream_on_connect_delivers_every_record_once(
     assert query.exception() is None
 
     got = [row.value for row in connect_spark.table("connect_records").collect()]
-    lost, duplicated = lost_and_duplicated(expected, got)
-    assert (len(lost), len(duplicated), len(got)) == (0, 0, len(expected))
     # Acknowledged, not just read: the broker has nothing left to deliver to the group.
     assert kafka.group_state(group)["members"] == [], "stopped query left consumers in the group"
-    assert kafka.unfinished(group, topic) == 0
+    assert_every_record_once(expected, got, kafka=kafka, group=group, topic=topic)
 
 
 def test_options_the_server_rejects_raise_the_package_error_on_connect(
