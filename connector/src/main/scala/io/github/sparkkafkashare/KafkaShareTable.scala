@@ -4,6 +4,7 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.executor.KafkaShareRows
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
@@ -12,14 +13,15 @@ import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapabil
 import org.apache.spark.sql.connector.metric.CustomMetric
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream
-import org.apache.spark.sql.types._
+import org.apache.spark.sql.types.StructType
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
+/** The table `load()` returns: a schema, and micro-batch reads only. */
 private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOptions) extends Table with SupportsRead {
 
   override def name(): String = s"kafka-share[group=${options.groupId}]"
 
-  override def schema(): StructType = KafkaShareTable.schema(options.includeHeaders)
+  override def schema(): StructType = KafkaShareRows.schema(options.includeHeaders)
 
   override def capabilities(): util.Set[TableCapability] = Set(TableCapability.MICRO_BATCH_READ).asJava
 
@@ -31,21 +33,4 @@ private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOp
     // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
     override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareCountMetric.all
   }
-}
-private[sparkkafkashare] object KafkaShareTable {
-  private val headersType = ArrayType(StructType(Seq(
-    StructField("key", StringType), StructField("value", BinaryType))))
-
-  /** Spark's `kafka` source schema, in its order, plus `deliveryCount` (1 on first delivery). */
-  def schema(includeHeaders: Boolean): StructType = StructType(
-    Seq(
-      StructField("key", BinaryType),
-      StructField("value", BinaryType),
-      StructField("topic", StringType),
-      StructField("partition", IntegerType),
-      StructField("offset", LongType),
-      StructField("timestamp", TimestampType),
-      StructField("timestampType", IntegerType)) ++
-      (if (includeHeaders) Seq(StructField("headers", headersType)) else Nil) :+
-      StructField("deliveryCount", IntegerType))
 }

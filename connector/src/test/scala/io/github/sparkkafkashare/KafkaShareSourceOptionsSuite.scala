@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.errors.{KafkaShareIllegalArgumentException, KafkaShareThrowable}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
+import io.github.sparkkafkashare.options.{AcknowledgmentMode, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
 import io.github.sparkkafkashare.planning.ShareConsumerSettings
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 import org.apache.spark.SparkConf
@@ -138,16 +138,16 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
   }
 
   test("the strategies that log rounds refuse speculative execution; the others run with it") {
-    val speculating = new SparkConf(false).set(KafkaShareSparkConf.Speculation, "true")
+    val speculating = ConflictingSparkSetting.speculation(new SparkConf(false).set("spark.speculation", "true"))
     Seq("checkpoint-dedup", "two-phase-commit").foreach { strategy =>
       val options = parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy))
-      KafkaShareSparkConf.checkSpeculation(new SparkConf(false), options)
-      val e = intercept[KafkaShareIllegalArgumentException](KafkaShareSparkConf.checkSpeculation(speculating, options))
+      options.exactlyOnceStrategy.refuseConflicting(ConflictingSparkSetting.speculation(new SparkConf(false)))
+      val e = intercept[KafkaShareIllegalArgumentException](options.exactlyOnceStrategy.refuseConflicting(speculating))
       assert(e.getCondition == "KAFKA_SHARE_CONFLICTING_OPTIONS" && e.getMessage.contains("spark.speculation=false") &&
         e.getMessage.contains(s"'$strategy'"))
     }
     Seq("none", "idempotent").foreach { strategy =>
-      KafkaShareSparkConf.checkSpeculation(speculating, parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy)))
+      parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy)).exactlyOnceStrategy.refuseConflicting(speculating)
     }
   }
 

@@ -22,18 +22,6 @@ private[sparkkafkashare] object AcknowledgmentMode {
   val all: Seq[AcknowledgmentMode] = Seq(Implicit, Explicit)
 }
 
-/** What the source does about records that reach the sink twice; see docs/delivery-guarantees.md. */
-private[sparkkafkashare] sealed abstract class ExactlyOnceStrategy(val name: String)
-private[sparkkafkashare] object ExactlyOnceStrategy {
-  case object None extends ExactlyOnceStrategy("none")
-  case object Idempotent extends ExactlyOnceStrategy("idempotent")
-  case object CheckpointDedup extends ExactlyOnceStrategy("checkpoint-dedup")
-  case object TwoPhaseCommit extends ExactlyOnceStrategy("two-phase-commit")
-  /** The strategies that log each round's records in the checkpoint. */
-  def logsRecords(s: ExactlyOnceStrategy): Boolean = s == CheckpointDedup || s == TwoPhaseCommit
-  val all: Seq[ExactlyOnceStrategy] = Seq(None, Idempotent, CheckpointDedup, TwoPhaseCommit)
-}
-
 private[sparkkafkashare] sealed trait Subscription
 private[sparkkafkashare] object Subscription {
   final case class Topics(topics: Seq[String]) extends Subscription

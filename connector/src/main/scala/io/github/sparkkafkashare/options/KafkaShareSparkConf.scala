@@ -27,18 +27,4 @@ private[sparkkafkashare] object KafkaShareSparkConf {
       }
       Duration.ofMillis(ms)
   }
-
-  val Speculation = "spark.speculation"
-
-  /**
-   * The strategies that log rounds keep one file per slot and round. Speculative execution runs a
-   * second attempt of a slow task beside the first, on another executor, with a consumer of its own:
-   * if both poll before either has logged, they log different records for the same round.
-   */
-  def checkSpeculation(conf: SparkConf, options: KafkaShareSourceOptions): Unit =
-    if (ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy) && conf.getBoolean(Speculation, false)) {
-      throw KafkaShareErrors.conflictingOptions(Seq(Speculation, KafkaShareSourceOptions.ExactlyOnceStrategyOption),
-        s"Strategy '${options.exactlyOnceStrategy.name}' needs one attempt of a task at a time: set $Speculation=false " +
-          "for this application (a Spark conf), or use strategy 'none' or 'idempotent'.")
-    }
 }

@@ -11,7 +11,7 @@ import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeExce
 import io.github.sparkkafkashare.executor.{GroupLimits, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, ShareConsumerPool, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareSourceOptions}
+import io.github.sparkkafkashare.options.{AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig}
@@ -52,13 +52,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
   /** The query this stream runs in: Spark creates a query's streams on its stream thread. */
   private val query = RunningStreamingQuery.of(session)
-  // The strategies that log rounds need every batch in Spark's offset log under the round it ran as;
-  // with async progress tracking a restart runs again under round numbers whose logs it overwrites.
-  if (ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy) && query.exists(_.tracksProgressAsynchronously)) {
-    throw KafkaShareErrors.conflictingOptions(Seq(AsyncProgressTrackingOption, KafkaShareSourceOptions.ExactlyOnceStrategyOption),
-      s"Strategy '${options.exactlyOnceStrategy.name}' needs Spark to log every batch's offsets before it runs: " +
-        s"remove the writeStream option $AsyncProgressTrackingOption, or use strategy 'none' or 'idempotent'.")
-  }
+  options.exactlyOnceStrategy.refuseConflicting(
+    ConflictingSparkSetting.asyncProgressTracking(query.exists(_.tracksProgressAsynchronously)))
   private val admin = new ShareGroupAdmin(options.connection)
   /**
    * The group's limits (lock renewal allowed, lock limit per partition, lock duration) as this run
@@ -86,7 +81,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     () => TimeUnit.MILLISECONDS.toNanos(groupLimits.lockDurationMs))
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
-  private val recordsLog = if (!ExactlyOnceStrategy.logsRecords(options.exactlyOnceStrategy)) None else {
+  private val recordsLog = if (!options.exactlyOnceStrategy.logsRecords) None else {
     Some(new RoundRecordsLog(new Path(checkpointLocation, "kafka-share-rounds").toString,
       new SerializableConfiguration(session.sessionState.newHadoopConf())))
   }
@@ -209,12 +204,12 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val offered = offeredRounds.remove(round)
     val poll = offered.getOrElse(false)
     if (offered.isEmpty) logInfo(s"Batch of round $round is replayed from the offset log: it does not poll.")
-    if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.TwoPhaseCommit) {
+    if (offered.isEmpty && options.exactlyOnceStrategy.replaysLoggedRecords) {
       // The marks of the run that never committed the batch are not this run's: the re-run marks afresh.
       recordsLog.foreach(_.writeReleased(round, Nil))
       PlannedRound(round, counters.acquired.value, counters.joined.value, Map.empty, replayPartitions(round))
     } else {
-      if (offered.isEmpty && options.exactlyOnceStrategy == ExactlyOnceStrategy.CheckpointDedup) {
+      if (offered.isEmpty && options.exactlyOnceStrategy.logsRecords) {
         recordsLog.foreach(_.delete(round)) // its records reach no batch now: their redelivery must pass
       }
       planSlots(committedThrough, round, poll)
@@ -495,8 +490,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 }
 
 private[sparkkafkashare] object KafkaShareMicroBatchStream {
-  /** Spark's writeStream option for async progress tracking. */
-  val AsyncProgressTrackingOption = "asyncProgressTrackingEnabled"
   /** The poll timeout of a round that follows a round that acquired records (see planSlots). */
   val FlowingPollTimeoutMs = 50L
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
