@@ -1,0 +1,103 @@
+package io.github.sparkkafkashare.planning
+
+import scala.util.control.NonFatal
+
+import io.github.sparkkafkashare.executor.GroupLimits
+import io.github.sparkkafkashare.options.KafkaShareSourceOptions
+import org.apache.kafka.clients.consumer.ConsumerConfig
+import org.apache.spark.internal.Logging
+
+/**
+ * Follows what operators change on the share group while a query runs (with `kafka-configs`, say):
+ * its limits (lock renewal allowed, lock limit per partition, lock duration), read again every
+ * [[Backlog.PartitionsRefreshNanos]], and the consumers' settings, worked out again when the
+ * subscribed topics have another number of partitions (a topic grew, or a pattern matched one more)
+ * or the lock limit changed: poll sizes follow the partitions each consumer has, or shares, and their
+ * locks. A slot's next task that polls replaces its consumer when the settings differ, so this
+ * changes nothing unless the poll sizes do.
+ *
+ * Created once a run: it checks that the cluster has share groups and sets the group configs the
+ * options ask for, so both fail at the query's start.
+ */
+private[planning] final class GroupFollower(
+    admin: ShareGroupAdmin,
+    options: KafkaShareSourceOptions,
+    parallelism: Int,
+    runId: String)
+  extends Logging {
+
+  /** The group's limits as this run last read them: the slots take lock renewal and the lock duration from each round. */
+  private var limits: GroupLimits = _
+  /** What [[consumerConfig]] was worked out for. */
+  private var pollSizeBasis: PollSizeBasis = _
+  private var config: Map[String, String] = _
+  private var limitsChecked = System.nanoTime()
+
+  locally {
+    admin.checkShareGroupsEnabled()
+    val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
+    limits = admin.configureGroup(options, subscribed)
+    pollSizeBasis = PollSizeBasis(subscribed.size, limits.recordLocksPerPartition)
+    config = consumerSettings(pollSizeBasis)
+    if (!limits.renewAllowed) warnRenewalRefused()
+  }
+
+  def groupLimits: GroupLimits = limits
+
+  /** The settings of this run's share consumers: their poll sizes depend on the partitions and the lock limit. */
+  def consumerConfig: Map[String, String] = config
+
+  /**
+   * Reads the group's limits again if they are due, unless the cluster is unreachable (`outageOngoing`:
+   * the last limits serve, and the failed lookup is not counted), and works out the consumers'
+   * settings again if the subscribed topics, as the backlog last described them, have `partitions`.
+   */
+  def follow(partitions: Option[Int], outageOngoing: Boolean): Unit = {
+    val now = System.nanoTime()
+    if (!outageOngoing && now - limitsChecked >= Backlog.PartitionsRefreshNanos) {
+      limitsChecked = now
+      try followLimits(admin.groupLimits()) catch {
+        case NonFatal(e) => logDebug(s"Reading the configs of share group '${options.groupId}' failed; keeping the last", e)
+      }
+    }
+    val basis = PollSizeBasis(partitions.getOrElse(pollSizeBasis.partitions), limits.recordLocksPerPartition)
+    if (basis != pollSizeBasis) {
+      logInfo(s"Share group '${options.groupId}': the subscribed topics have ${basis.partitions} partitions and " +
+        s"${basis.recordLocks} records in flight per partition, where they had ${pollSizeBasis.partitions} and " +
+        s"${pollSizeBasis.recordLocks}.")
+      pollSizeBasis = basis
+      config = consumerSettings(basis)
+    }
+  }
+
+  private def followLimits(current: GroupLimits): Unit = {
+    if (current.renewAllowed != limits.renewAllowed) {
+      if (current.renewAllowed) logInfo(s"Share group '${options.groupId}' now allows lock renewal: the slots renew from the next round.")
+      else warnRenewalRefused()
+    }
+    if (current.lockDurationMs != limits.lockDurationMs) {
+      logInfo(s"Share group '${options.groupId}': records are locked for ${current.lockDurationMs} ms, where they were " +
+        s"for ${limits.lockDurationMs} ms.")
+    }
+    limits = current
+  }
+
+  private def consumerSettings(basis: PollSizeBasis): Map[String, String] = {
+    val PollSizeBasis(partitions, recordLocks) = basis
+    val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
+    val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
+    logInfo(s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
+      s"($recordLocks records in flight per partition) each poll up to " +
+      s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "." else
+        ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
+        "'kafka.share.acquire.mode' to choose otherwise."))
+    settings
+  }
+
+  private def warnRenewalRefused(): Unit =
+    logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
+      "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
+}
+
+/** What the consumers' poll sizes are worked out from: the subscribed partitions and the group's lock limit per partition. */
+private final case class PollSizeBasis(partitions: Int, recordLocks: Int)
