@@ -2,7 +2,6 @@ package io.github.sparkkafkashare.executor
 
 import java.time.Duration
 import java.util.concurrent.TimeUnit
-import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.locks.ReentrantLock
 
 import scala.jdk.CollectionConverters._
@@ -10,29 +9,10 @@ import scala.jdk.OptionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.errors.KafkaShareErrors
-import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
-import org.apache.kafka.clients.consumer.{AcknowledgeType, AcknowledgementCommitCallback, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
-import org.apache.kafka.common.TopicIdPartition
-import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException, GroupMaxSizeReachedException,
-  InvalidRecordStateException}
+import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
+import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException}
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.internal.Logging
-
-/** Identifies the share consumer of one slot of one query run. */
-private[sparkkafkashare] final case class SlotKey(runId: String, slot: Int)
-
-/** How a settlement acknowledged the records it found held. */
-private[sparkkafkashare] final case class Settlement(accepted: Int, released: Int, rejected: Int)
-
-/**
- * What happened to a slot's acknowledgements and locks since a task last asked, for it to report as
- * metrics: records whose lock was renewed; records whose acknowledgement the broker refused because
- * the lock had expired; records whose acknowledgement was not applied for another reason.
- */
-private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long) {
-  def byMetric: Map[KafkaShareCountMetric, Long] = Map(KafkaShareCountMetric.LockRenewals -> renewed,
-    KafkaShareCountMetric.LocksExpired -> expired, KafkaShareCountMetric.AcknowledgementsFailed -> failed)
-}
 
 /**
  * One long-lived share consumer in explicit acknowledgement mode, used by one task at a time.
@@ -48,7 +28,7 @@ private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, e
  * A poll that returns nothing leaves the client fetching in the background until records arrive,
  * and those records are acquired, their locks running, while they wait in the client for the next
  * poll; a poll may also leave part of what it fetched in the client. So the slot never assumes that
- * a poll's records were acquired when the poll returned: it dates them from the last poll that found
+ * a poll's records were acquired when the poll returned: it dates them ([[DatedPolls]]) from the last poll that found
  * the client's buffer empty, renews them before handing them out when half their lock has gone, and
  * while its round is empty, takes what the background fetch brings in ([[acquiredAhead]]) to renew
  * it until the next round hands it out. Whether it renews, the lock duration it assumes, and how long
@@ -80,53 +60,27 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   @volatile private var held: Option[HeldRecords] = None
   /** Records the background fetch brought in after an empty round: the next round hands them out. */
   @volatile private var acquiredAhead: Option[HeldRecords] = None
-  /** Start of the last poll that returned nothing: whatever the client returns later was acquired after it. */
-  private var bufferEmptySinceNanos: Long = System.nanoTime()
-  /** The last poll returned nothing, so the client fetches in the background until records arrive. */
-  private var fetchingInBackground = false
   /** When the renewer last took in what the background fetch brought, while the slot's round was empty. */
   private var takenInAtNanos: Long = System.nanoTime()
   /**
    * Set by [[stopFetching]] and [[close]]: the consumer polls no more, so the renewer leaves it alone
    * (it may still hold this slot from before the pool dropped it).
    */
-  @volatile private var stopped = false
+  @volatile private var stoppedPolling = false
   /**
    * The group's ACLs refused this member. Kafka's client then ends the membership and throws the
    * refusal from one call only; its later polls return nothing, so a retried task would read nothing
    * and the query would run on, reading nothing. Every later round throws it again instead.
    */
   @volatile private var groupRefusal: Option[GroupAuthorizationException] = None
-  /**
-   * The group had as many members as the broker allows (`group.share.max.size`) when this consumer
-   * asked to join. Kafka's client then gives up on the group for good, so the slot's next task
-   * replaces the consumer with one that asks again: the query takes the place once another member
-   * leaves (say, one of its own previous run's, whose session outlives a crash).
-   */
-  @volatile private var turnedAway = false
   /** The highest round this slot has been told is committed, and the marks of that round. */
   private var committedThrough: Long = -1L
   private var marks: AcknowledgementMarks = AcknowledgementMarks.None
 
-  private val renewed = new AtomicLong()
-  private val expired = new AtomicLong()
-  private val failed = new AtomicLong()
-  // Called from this slot's own consumer calls (poll, commitSync, close), with their results.
-  consumer.setAcknowledgementCommitCallback(new AcknowledgementCommitCallback {
-    override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit = {
-      lazy val records = offsets.values().asScala.map(_.size.toLong).sum
-      e match {
-        case null =>
-        // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
-        // holds the record: its lock expired and the group may already have delivered it elsewhere.
-        case _: InvalidRecordStateException => expired.addAndGet(records)
-        // Any other failure leaves the records acquired until their lock expires; then they come back.
-        // Kafka's client fails, with NOT_LEADER_OR_FOLLOWER and without sending them, the
-        // acknowledgements of a partition no longer in its share session (lost in a rebalance).
-        case _ => failed.addAndGet(records)
-      }
-    }
-  })
+
+  private val polls = new DatedPolls(consumer, key)
+  private val outcomes = new AcknowledgementOutcomes
+  consumer.setAcknowledgementCommitCallback(outcomes)
 
   private def withConsumer[T](body: => T): T = {
     consumerLock.lockInterruptibly()
@@ -144,8 +98,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   def follow(latest: GroupLimits): Unit = limits = latest
 
   /** What happened to acknowledgements and locks since the last call. */
-  def drainAcknowledgementEvents(): AcknowledgementEvents =
-    AcknowledgementEvents(renewed.getAndSet(0), expired.getAndSet(0), failed.getAndSet(0))
+  def drainAcknowledgementEvents(): AcknowledgementEvents = outcomes.drain()
 
   /** The records this slot acquired for `round`, if it still holds them (the batch is being evaluated again). */
   def heldFor(round: Long): Option[java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]] =
@@ -279,10 +232,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       else acquiredAhead.getOrElse {
         val wait = if (polledOnce) timeout else firstPollTimeout(timeout)
         polledOnce = true
-        pollUntilRecords(wait)
+        polls.untilRecords(wait)
       }
     acquiredAhead = None
-    val locked = if (renewDue(polled)) renew(polled) else polled
+    val locked = if (renewDue(polled)) RecordLockRenewal.renew(consumer, key.slot, polled, flush, outcomes) else polled
     // Not handed to Spark yet, so records whose renewal was refused are simply left out.
     held = Some(new HeldRecords(round, locked.records, locked.lockedSinceNanos))
     // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
@@ -290,8 +243,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     locked.records
   }
 
-  /** Whether the group was full when this consumer asked to join: it will never be a member ([[turnedAway]]). */
-  def turnedAwayAsGroupFull: Boolean = turnedAway
+  /** Whether the group was full when this consumer asked to join: it will never be a member ([[DatedPolls.turnedAway]]). */
+  def turnedAwayAsGroupFull: Boolean = polls.turnedAway
+
+  /** The consumer polls no more: it was stopped, or the full group turned it away. */
+  private def stopped: Boolean = stoppedPolling || polls.turnedAway
 
   /** Whether polling `topics` next is this consumer's first poll, the one that joins the group ([[firstPollTimeout]]). */
   def joinsWithNextPoll(topics: Set[String]): Boolean = !polledOnce && topics.nonEmpty
@@ -309,36 +265,6 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private def firstPollTimeout(timeout: Duration): Duration = {
     val justAfter = Seq(Duration.ofMillis(limits.assignmentIntervalMs).plus(AssignmentMargin), JoinAndFetch).max
     Seq(justAfter, timeout).min
-  }
-
-  private def pollUntilRecords(timeout: Duration): HeldRecords = {
-    val deadline = System.nanoTime() + timeout.toNanos
-    // A zero-timeout poll first: records already in the client come back from it, and if none are,
-    // what the longer polls bring was fetched after it started.
-    var polled = pollDated(Duration.ZERO)
-    var remaining = deadline - System.nanoTime() // read once per turn: a later read could be negative
-    while (polled.size == 0 && remaining > 0 && !turnedAway) {
-      polled = pollDated(Duration.ofNanos(remaining))
-      remaining = deadline - System.nanoTime()
-    }
-    polled
-  }
-
-  /** One poll; its records are dated from the last poll that returned nothing, and belong to no round yet. */
-  private def pollDated(timeout: Duration): HeldRecords = {
-    val startedAt = System.nanoTime()
-    val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]]()
-    // From a task's poll or the renewer's, whichever first meets it ([[turnedAway]]): the slot's next task replaces it.
-    try consumer.poll(timeout).forEach(r => list.add(r)) catch {
-      case e: GroupMaxSizeReachedException =>
-        turnedAway = true
-        stopped = true // polls no more: the renewer leaves it alone
-        ShareConsumerSlot.warnTurnedAway(key, e)
-    }
-    val dated = new HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos)
-    fetchingInBackground = list.isEmpty
-    if (list.isEmpty) bufferEmptySinceNanos = startedAt
-    dated
   }
 
   private def releaseAcquiredAhead(): Unit = {
@@ -362,52 +288,16 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    */
   def renewLocksIfDue(): Unit = if (limits.renewAllowed && consumerLock.tryLock()) {
     try if (!stopped) {
-      if (held.forall(_.size == 0) && acquiredAhead.isEmpty && fetchingInBackground && subscribed.nonEmpty &&
+      if (held.forall(_.size == 0) && acquiredAhead.isEmpty && polls.fetchingInBackground && subscribed.nonEmpty &&
           System.nanoTime() - takenInAtNanos > lockNanos / 4) {
         takenInAtNanos = System.nanoTime()
-        acquiredAhead = Some(pollDated(Duration.ZERO)).filter(_.size > 0)
+        acquiredAhead = Some(polls.once(Duration.ZERO)).filter(_.size > 0)
       }
-      held.filter(renewDue).foreach(records => held = Some(renew(records)))
-      acquiredAhead.filter(renewDue).foreach(records => acquiredAhead = Some(renew(records)))
+      held.filter(renewDue).foreach(records => held = Some(RecordLockRenewal.renew(consumer, key.slot, records, flush, outcomes)))
+      acquiredAhead.filter(renewDue).foreach { records =>
+        acquiredAhead = Some(RecordLockRenewal.renew(consumer, key.slot, records, flush, outcomes))
+      }
     } finally consumerLock.unlock()
-  }
-
-  /**
-   * Kafka returns renewed records from the next poll and accepts acknowledgements only for records
-   * of the latest poll, so a renewal is RENEW, send, poll; the records that come back replace the
-   * held ones (a running batch already has their rows). Those that do not come back are kept as
-   * [[HeldRecords.unlocked]]: a batch evaluated again must still read them.
-   */
-  private def renew(records: HeldRecords): HeldRecords = {
-    val renewedAt = System.nanoTime()
-    records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RENEW))
-    val refused = flush(RenewTimeout) // counted by the acknowledgement callback
-    val expected = records.records.asScala.filterNot(r => refused.contains(r.topic() -> r.partition()))
-      .map(RecordCoordinates.of).toSet
-    val back = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]](expected.size)
-    val deadline = System.nanoTime() + RenewTimeout.toNanos
-    // The client hands renewed records back from its own buffer, normally to the first poll. Only
-    // one poll may return records: in explicit mode the next would fail until they are acknowledged,
-    // which waits for their batch. Any not back by then count as not renewed.
-    var wait = Duration.ZERO
-    var returned = expected.isEmpty
-    while (!returned && System.nanoTime() < deadline) {
-      consumer.poll(wait).forEach { r =>
-        returned = true
-        if (expected.contains(RecordCoordinates.of(r))) back.add(r)
-        // Fetched, not renewed: nothing can take it now, and the next poll needs it acknowledged.
-        else consumer.acknowledge(r, AcknowledgeType.RELEASE)
-      }
-      wait = RenewPollInterval
-    }
-    renewed.addAndGet(back.size)
-    if (back.size < records.size) {
-      logWarning(s"Slot ${key.slot}: the locks of ${records.size - back.size} of ${records.size} records " +
-        s"could not be renewed; the group will deliver those records again.")
-    }
-    val stillLocked = back.asScala.map(RecordCoordinates.of).toSet
-    val notRenewed = records.records.asScala.filterNot(r => stillLocked.contains(RecordCoordinates.of(r)))
-    new HeldRecords(records.round, back, renewedAt, records.hidden, records.unlocked ++ notRenewed)
   }
 
   /**
@@ -430,7 +320,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    */
   def stopFetching(): Duration = withConsumer {
     val closedOrStopped = stopped
-    stopped = true
+    stoppedPolling = true
     if (closedOrStopped || subscribed.isEmpty) Duration.ZERO
     else {
       consumer.unsubscribe()
@@ -447,32 +337,15 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       settle(committedThrough, marks)
       releaseAcquiredAhead()
     } finally {
-      stopped = true
+      stoppedPolling = true
       consumer.close(timeout)
     }
   }
 
-  private val RenewTimeout = Duration.ofSeconds(10)
-  private val RenewPollInterval = Duration.ofMillis(20)
   /** For the broker's answer to a fetch that waited its full `fetch.max.wait.ms` to reach the client. */
   private val FetchResponseMargin = Duration.ofMillis(200)
   /** For the group's next assignment, due at most an assignment interval after this consumer joined, to be made. */
   private val AssignmentMargin = Duration.ofMillis(200)
   /** A new group's first consumer has records about 0.5 s after it joined (docs/benchmarks.md, "Joining the group"). */
   private val JoinAndFetch = Duration.ofSeconds(1)
-}
-
-private object ShareConsumerSlot extends Logging {
-  private val WarnInterval = Duration.ofMinutes(1)
-  private val lastWarnedNanos = new AtomicLong(System.nanoTime() - WarnInterval.toNanos)
-
-  /** At most once a minute per JVM: while the group stays full, every round of the slot is turned away. */
-  def warnTurnedAway(key: SlotKey, e: GroupMaxSizeReachedException): Unit = {
-    val last = lastWarnedNanos.get()
-    if (System.nanoTime() - last >= WarnInterval.toNanos && lastWarnedNanos.compareAndSet(last, System.nanoTime())) {
-      logWarning(s"Slot ${key.slot}: the share group turned its consumer away (${e.getMessage}). The slot reads " +
-        "nothing and asks again each round; the query's other consumers read on. Lower 'kafka.share.parallelism', " +
-        "stop other members of the group, or raise the broker's group.share.max.size.")
-    }
-  }
 }

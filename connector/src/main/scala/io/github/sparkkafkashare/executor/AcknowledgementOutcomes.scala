@@ -1,0 +1,50 @@
+package io.github.sparkkafkashare.executor
+
+import java.util.concurrent.atomic.AtomicLong
+
+import scala.jdk.CollectionConverters._
+
+import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import org.apache.kafka.clients.consumer.AcknowledgementCommitCallback
+import org.apache.kafka.common.TopicIdPartition
+import org.apache.kafka.common.errors.InvalidRecordStateException
+
+/**
+ * Counts what became of one share consumer's acknowledgements and lock renewals. Kafka's client
+ * calls it from the consumer's own calls (poll, commitSync, close), with their results.
+ */
+private[executor] final class AcknowledgementOutcomes extends AcknowledgementCommitCallback {
+  private val renewed = new AtomicLong()
+  private val expired = new AtomicLong()
+  private val failed = new AtomicLong()
+
+  override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit = {
+    lazy val records = offsets.values().asScala.map(_.size.toLong).sum
+    e match {
+      case null =>
+      // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
+      // holds the record: its lock expired and the group may already have delivered it elsewhere.
+      case _: InvalidRecordStateException => expired.addAndGet(records)
+      // Any other failure leaves the records acquired until their lock expires; then they come back.
+      // Kafka's client fails, with NOT_LEADER_OR_FOLLOWER and without sending them, the
+      // acknowledgements of a partition no longer in its share session (lost in a rebalance).
+      case _ => failed.addAndGet(records)
+    }
+  }
+
+  /** Records whose locks a renewal kept (the renewal's own poll tells, not the callback). */
+  def renewedLocks(records: Int): Unit = renewed.addAndGet(records)
+
+  /** What happened since the last call. */
+  def drain(): AcknowledgementEvents = AcknowledgementEvents(renewed.getAndSet(0), expired.getAndSet(0), failed.getAndSet(0))
+}
+
+/**
+ * What happened to a slot's acknowledgements and locks since a task last asked, for it to report as
+ * metrics: records whose lock was renewed; records whose acknowledgement the broker refused because
+ * the lock had expired; records whose acknowledgement was not applied for another reason.
+ */
+private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long) {
+  def byMetric: Map[KafkaShareCountMetric, Long] = Map(KafkaShareCountMetric.LockRenewals -> renewed,
+    KafkaShareCountMetric.LocksExpired -> expired, KafkaShareCountMetric.AcknowledgementsFailed -> failed)
+}
