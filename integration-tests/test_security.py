@@ -586,5 +586,5 @@ def test_the_source_mirrors_every_system_property_the_shaded_client_reads(spark:
         for s in strings
         if f"{s.replace('.', '/')}.class" not in entries and s.replace(".", "/") not in packages
     }
-    mirrored = spark.sparkContext._jvm.io.github.sparkkafkashare.options.ShadedKafkaNames.SystemProperties()
+    mirrored = spark.sparkContext._jvm.io.github.sparkkafkashare.clients.ShadedKafkaNames.SystemProperties()
     assert read_by_client == set(mirrored.mkString(",").split(","))
