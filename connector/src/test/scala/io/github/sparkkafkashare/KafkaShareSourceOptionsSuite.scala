@@ -70,6 +70,10 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(parse(required + ("startingOffsets" -> "latest")).startingOffsets.contains(StartingOffsets("latest")))
     assert(parse(required + ("startingOffsets" -> "by_duration:P1D")).startingOffsets.contains(StartingOffsets("by_duration:P1D")))
     assert(failure(required + ("startingOffsets" -> "-PT1H")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE")
+    // Kafka's prefix is lower case only; a duration whose sum is not negative is taken as it is.
+    assert(failure(required + ("startingOffsets" -> "BY_DURATION:P1D")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE")
+    assert(parse(required + ("startingOffsets" -> "-PT0S")).startingOffsets.contains(StartingOffsets("by_duration:-PT0S")))
+    assert(parse(required + ("startingOffsets" -> "P-1DT25H")).startingOffsets.contains(StartingOffsets("by_duration:P-1DT25H")))
   }
 
   test("each bad input names its condition and option, and carries the condition's SQL state") {
@@ -95,10 +99,14 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         "kafka.share.assignment.interval.ms"),
       (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
       (required + ("kafka.default.api.timeout.ms" -> "-1"), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
+      (required + ("kafka.default.api.timeout.ms" -> " 00 "), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
+      (required + ("maxRecordsPerTrigger" -> "9223372036854775808"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "maxRecordsPerTrigger"),
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
       (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),
       (required + ("kafka.GROUP.ID" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.GROUP.ID"),
       (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"),
+      (required + ("kafka.share.record.lock.duration.ms" -> "1"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.share.lock.timeout.ms"),
+      (required + ("kafka.share.delivery.count.limit" -> "3"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka-configs"),
       (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"))
     cases.foreach { case (options, condition, named) =>
       val e = failure(options)
