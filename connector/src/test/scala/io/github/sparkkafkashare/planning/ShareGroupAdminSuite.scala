@@ -167,7 +167,7 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
         .map { case (k, v) => new AlterConfigOp(new ConfigEntry(k, v), AlterConfigOp.OpType.SET) }
       admin.incrementalAlterConfigs(Map(resource -> operator.asJavaCollection).asJava).all().get(30, SECONDS)
       // The broker takes the change from its metadata log: a describe right after the alter may show
-      // the old configs for a moment (seen in CI), and a running query reads them again every 5 s.
+      // the old configs for a moment, and a running query reads them again every 5 s.
       eventually(timeout(10.seconds)) {
         assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L,
           assignmentIntervalMs = 0L))
