@@ -7,6 +7,8 @@ VENV := .venv
 VENV_PY := $(VENV)/bin/python
 VERSION := $(shell sed -n 's/^ThisBuild \/ version := "\(.*\)"/\1/p' build.sbt)
 JAR := connector/target/scala-2.13/spark-kafka-share-assembly-$(VERSION).jar
+# The builds for Spark 3.5, one per Scala version (connectorSpark35 in build.sbt); the wheel carries all three.
+JARS_SPARK35 := $(foreach s,2.12 2.13,connector/spark-3.5/target/scala-$(s)/spark-kafka-share-spark35_$(s)-assembly-$(VERSION).jar)
 KAFKA_PORT ?= 9092
 export KAFKA_BOOTSTRAP_SERVERS ?= localhost:$(KAFKA_PORT)
 export SPARK_KAFKA_SHARE_JAR := $(CURDIR)/$(JAR)
@@ -18,13 +20,15 @@ WHEELHOUSE := dist/wheelhouse
 export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
 export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended fault-matrix lint bench clean
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended test-compat publish-local test-packages fault-matrix lint bench clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
 	@echo "make test        every test: ScalaTest, lint and type checks, pytest against the real broker"
 	@echo "make fault-matrix every case of the fault-injection matrix (make test runs a part of it; ~30 min)"
 	@echo "make test-extended the slow cases make test leaves out, each covered there by a faster one (~5 min)"
+	@echo "make test-compat the compatibility subset on Spark 3.5, 4.0, 4.1, 4.2, 4.3 and Kafka 4.1 to 4.4"
+	@echo "make publish-local a Maven repository of the connector in target/maven-repo; make test-packages uses it"
 	@echo "make jar         the connector assembly ($(JAR))"
 	@echo "make kafka-up    start the local Kafka 4.3 broker on $(KAFKA_BOOTSTRAP_SERVERS); make kafka-down stops it"
 	@echo "                 (make kafka-down; KAFKA_BROKER_VERSION=4.4.0 make test: the broker and tools of another Kafka release)"
@@ -38,14 +42,15 @@ $(VENV)/.installed: python/requirements-dev.txt
 venv: $(VENV)/.installed
 
 # Spark 4.3.0 jars come from the venv's pyspark (they are not on Maven Central), so the venv comes first.
-$(JAR): $(VENV)/.installed build.sbt project/plugins.sbt project/build.properties $(shell find connector/src/main -type f)
-	$(SBT) connector/assembly < /dev/null
+# One sbt run builds every jar: sbt's start-up is most of the time of an incremental build.
+$(JAR) $(JARS_SPARK35) &: $(VENV)/.installed build.sbt project/plugins.sbt project/build.properties $(shell find connector/src/main -type f)
+	$(SBT) connector/assembly connectorSpark35/assembly "++2.13.16 connectorSpark35/assembly" < /dev/null
 
-jar: $(JAR)
+jar: $(JAR) $(JARS_SPARK35)
 
-# The Python package with the connector jar inside.
-$(WHEEL): $(JAR) $(shell find python/spark_kafka_share -name '*.py') python/pyproject.toml
-	PYTHON=$(VENV_PY) python/build-wheel.sh $(JAR) dist
+# The Python package with the connector jars inside; it picks the one for the Spark it runs on.
+$(WHEEL): $(JAR) $(JARS_SPARK35) $(shell find python/spark_kafka_share -name '*.py') python/pyproject.toml
+	PYTHON=$(VENV_PY) python/build-wheel.sh dist $(JAR) $(JARS_SPARK35)
 
 wheel: $(WHEEL)
 
@@ -77,12 +82,27 @@ lint: $(VENV)/.installed
 # past its time budget: see fault-matrix and test-extended. The slowest tests are listed, to watch that
 # budget (CI has 90 minutes; `make test` should stay under about 50).
 test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
-	$(VENV)/bin/pytest -m "not full_matrix_only and not extended" --durations=15 python/tests integration-tests
+	$(VENV)/bin/pytest -m "not full_matrix_only and not extended and not packages" --durations=15 python/tests integration-tests
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
 # python/tests is collected too (none of it is extended): collecting it puts the package on the path.
 test-extended: $(JAR) $(WHEEL) kafka-up
 	$(VENV)/bin/pytest -m extended python/tests integration-tests
+
+# The compatibility subset (tests marked compat) on every supported Spark line, each from its own
+# pyspark in .cache/compat/, and on Kafka 4.1 (refused), 4.2, 4.3 and 4.4 brokers; prints the table the
+# user guide shows. COMPAT_PYSPARK and COMPAT_BROKERS choose the versions.
+test-compat: $(JAR) $(JARS_SPARK35) kafka-up
+	dev/compat/run
+
+# A Maven repository in target/maven-repo, as Maven Central wants it: each build's shaded jar, with a
+# POM that declares no kafka-clients or jose4j, sources, javadoc, licence and SCM.
+publish-local: $(VENV)/.installed
+	$(SBT) connector/publish connectorSpark35/publish "++2.13.16 connectorSpark35/publish" < /dev/null
+
+# spark-submit --packages from that repository, with a clean Ivy home, beside Spark's own kafka source.
+test-packages: publish-local kafka-up
+	PYTHONPATH=python $(VENV)/bin/pytest -m packages integration-tests/test_maven_packages.py
 
 # Every case of the fault-injection matrix; prints the table docs/delivery-guarantees.md shows.
 fault-matrix: $(JAR) kafka-up

@@ -17,6 +17,7 @@ val kafkaVersion = "4.3.1"
 // builds with kafka-clients `kafkaVersion`; KAFKA_BROKER_VERSION runs its tests against another broker.
 val brokerVersion = sys.env.getOrElse("KAFKA_BROKER_VERSION", kafkaVersion)
 val sparkVersion = "4.3.0"
+val spark35Version = "3.5.9"
 // kafka-clients' OAuth login handler (OAUTHBEARER with a token endpoint) needs jose4j, and leaves it to
 // the application; the version Kafka's own broker uses. (Its other need, Jackson, comes with Spark.)
 val jose4jVersion = "0.9.6"
@@ -32,12 +33,42 @@ def locateSparkJars(base: File): File = {
       " into .venv), or set SPARK_JARS_DIR to a directory holding Spark " + sparkVersion + " jars."))
 }
 
-lazy val connector = project
-  .in(file("connector"))
-  .settings(
-    name := "spark-kafka-share",
-    sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
-    Compile / unmanagedJars ++= (sparkJarsDir.value ** "*.jar").classpath,
+/**
+ * Published as Maven Central wants it, so that a release is only signing and uploading: the assembly
+ * (kafka-clients and jose4j relocated inside) as the main jar, a POM that declares neither of them,
+ * sources and javadoc jars, licence and SCM. `make publish-local` writes the repository to
+ * target/maven-repo.
+ */
+lazy val publishedSettings: Seq[Setting[_]] = Seq(
+  Compile / packageBin / publishArtifact := false,
+  assembly / artifact := (assembly / artifact).value.withClassifier(None),
+  publishTo := Some(MavenCache("local-maven", (ThisBuild / baseDirectory).value / "target" / "maven-repo")),
+  publishMavenStyle := true,
+  versionScheme := Some("early-semver"),
+  pomPostProcess := { pom =>
+    import scala.xml.{Elem, Node, NodeSeq}
+    import scala.xml.transform.{RewriteRule, RuleTransformer}
+    val shaded = Set("kafka-clients", "jose4j")
+    new RuleTransformer(new RewriteRule {
+      override def transform(n: Node): Seq[Node] = n match {
+        case e: Elem if e.label == "dependency" && shaded((e \ "artifactId").text) => NodeSeq.Empty
+        case other => other
+      }
+    }).transform(pom).head
+  },
+  description := "Spark Structured Streaming source for Kafka share groups (KIP-932)",
+  homepage := Some(url("https://github.com/spark-kafka-share/spark-kafka-share")),
+  licenses := Seq("Apache-2.0" -> url("https://www.apache.org/licenses/LICENSE-2.0.txt")),
+  scmInfo := Some(ScmInfo(url("https://github.com/spark-kafka-share/spark-kafka-share"),
+    "scm:git:https://github.com/spark-kafka-share/spark-kafka-share.git")),
+  developers := List(Developer("spark-kafka-share", "spark-kafka-share developers", "",
+    url("https://github.com/spark-kafka-share"))),
+  Compile / doc / scalacOptions ++= Seq("-no-link-warnings")
+) ++ addArtifact(assembly / artifact, assembly)
+
+/** What every build of the connector shares; `sparkLines` are the Spark lines the jar runs on. */
+def connectorSettings(sparkLines: Seq[String]): Seq[Setting[_]] = publishedSettings ++ Seq(
+
     libraryDependencies ++= Seq(
       "org.apache.kafka" % "kafka-clients" % kafkaVersion excludeAll (
         // Spark provides these; keeping them out avoids two copies in the assembly.
@@ -50,6 +81,21 @@ lazy val connector = project
       "org.bitbucket.b_c" % "jose4j" % jose4jVersion exclude ("org.slf4j", "slf4j-api"),
       "org.scalatest" %% "scalatest" % "3.2.19" % Test
     ),
+    // What SupportedSpark checks at load(): the Spark lines and the Scala version this jar is built for.
+    Compile / sourceGenerators += Def.task {
+      val out = (Compile / sourceManaged).value / "io" / "github" / "sparkkafkashare" / "BuiltFor.scala"
+      IO.write(out,
+        s"""package io.github.sparkkafkashare
+           |
+           |/** Written by the build: what this jar is built for. */
+           |private[sparkkafkashare] object BuiltFor {
+           |  val scalaBinaryVersion: String = "${scalaBinaryVersion.value}"
+           |  /** Comma-separated: a plain string, which any Scala version reads (see SupportedSpark). */
+           |  val sparkLines: String = "${sparkLines.mkString(", ")}"
+           |}
+           |""".stripMargin)
+      Seq(out)
+    }.taskValue,
     Test / fork := true,
     Test / javaOptions ++= Seq("-Xmx3g", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
       "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
@@ -57,12 +103,7 @@ lazy val connector = project
       "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED", "-Djdk.reflect.useDirectMethodHandle=false"),
     Test / envVars ++= sys.env.get("KAFKA_BOOTSTRAP_SERVERS").map("KAFKA_BOOTSTRAP_SERVERS" -> _).toMap,
     Test / parallelExecution := false,
-    assembly / assemblyJarName := s"spark-kafka-share-assembly-${version.value}.jar",
     assembly / assemblyOption ~= (_.withIncludeScala(false)),
-    assembly / assemblyExcludedJars := {
-      val spark = sparkJarsDir.value.getCanonicalPath + java.io.File.separator
-      (assembly / fullClasspath).value.filter(_.data.getCanonicalPath.startsWith(spark))
-    },
     assembly / assemblyShadeRules := Seq(
       // Spark's own Kafka connector brings kafka-clients 3.x; ours must not meet it on the classpath.
       ShadeRule.rename("org.apache.kafka.**" -> "io.github.sparkkafkashare.shaded.kafka.@1").inAll,
@@ -76,6 +117,40 @@ lazy val connector = project
       case "module-info.class" => MergeStrategy.discard
       case x => (assembly / assemblyMergeStrategy).value(x)
     }
+)
+
+// The connector for Spark 4.0 to 4.3, built against Spark 4.3 (the jars of pyspark 4.3.0); what moved
+// between those lines is read by name (org.apache.spark.sql.kafkashare.ClassicSparkApi, RunningStreamingQuery).
+lazy val connector = project
+  .in(file("connector"))
+  .settings(connectorSettings(Seq("4.0", "4.1", "4.2", "4.3")))
+  .settings(
+    name := "spark-kafka-share",
+    sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
+    Compile / unmanagedJars ++= (sparkJarsDir.value ** "*.jar").classpath,
+    assembly / assemblyJarName := s"spark-kafka-share-assembly-${version.value}.jar",
+    assembly / assemblyExcludedJars := {
+      val spark = sparkJarsDir.value.getCanonicalPath + java.io.File.separator
+      (assembly / fullClasspath).value.filter(_.data.getCanonicalPath.startsWith(spark))
+    }
+  )
+
+// The connector for Spark 3.5, from the same sources, built against Spark 3.5 from Maven Central with
+// Scala 2.12 (crossScalaVersions: 2.13 too, for Spark 3.5's Scala 2.13 builds). Only its assembly is
+// built and tested (make test-compat); the ScalaTest suites run against Spark 4.3.
+lazy val connectorSpark35 = project
+  .in(file("connector/spark-3.5"))
+  .settings(connectorSettings(Seq("3.5")))
+  .settings(
+    name := "spark-kafka-share-spark35",
+    scalaVersion := "2.12.18",
+    crossScalaVersions := Seq("2.12.18", "2.13.16"),
+    scalacOptions := Seq("-release", "17", "-deprecation", "-feature") ++
+      (if (scalaBinaryVersion.value == "2.12") Seq("-Ywarn-unused:imports,privates,locals") else Seq("-Wunused:imports,privates,locals")),
+    Compile / unmanagedSourceDirectories := Seq((connector / Compile / scalaSource).value),
+    Compile / unmanagedResourceDirectories := (connector / Compile / unmanagedResourceDirectories).value,
+    libraryDependencies += "org.apache.spark" %% "spark-sql" % spark35Version % Provided,
+    assembly / assemblyJarName := s"spark-kafka-share-spark35_${scalaBinaryVersion.value}-assembly-${version.value}.jar"
   )
 
 // A single-node Kafka broker and Kafka's command-line tools, run from jars on Maven Central

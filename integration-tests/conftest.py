@@ -73,6 +73,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "extended: a slow case that only `make test-extended` runs, not `make test`, whose behaviour a "
         "faster case of `make test` covers too",
     )
+    config.addinivalue_line(
+        "markers",
+        "compat: the compatibility subset that `make test-compat` runs on every supported Spark line and "
+        "Kafka broker release (it runs in `make test` too)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "packages: spark-submit --packages from the repository `make publish-local` writes; only "
+        "`make test-packages` runs it (it resolves Spark's own kafka source from Maven Central)",
+    )
 
 
 @pytest.fixture(scope="session")

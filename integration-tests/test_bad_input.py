@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 from pyspark.errors import IllegalArgumentException, StreamingQueryException, UnsupportedOperationException
 from pyspark.sql import SparkSession
 
-from conftest import BOOTSTRAP, KafkaCluster, run_drain_job
+from conftest import BOOTSTRAP, JAR, KafkaCluster, run_drain_job
 
 VALID = {"kafka.bootstrap.servers": BOOTSTRAP, "kafka.share.group.id": "g", "subscribe": "t"}
 
@@ -145,6 +147,7 @@ def test_spark_kafka_source_option_without_meaning_here_fails_at_load(
     assert pointer in message
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize(("options", "message"), CASES)
 def test_bad_option_fails_at_load(spark: SparkSession, options: dict[str, str], message: str) -> None:
     assert message in refusal(spark, options)
@@ -270,3 +273,37 @@ def test_unreachable_broker_fails_the_query_within_the_api_timeout(spark: SparkS
         "[KAFKA_SHARE_BROKER_UNREACHABLE] Could not reach the Kafka cluster at localhost:1 within 3000 ms"
         in str(failure.value)
     )
+
+
+LOAD_WITH_JAR = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[1]").config("spark.jars", sys.argv[1]).getOrCreate()
+try:
+    spark.readStream.format("kafka-share").options(**dict(a.split("=", 1) for a in sys.argv[2:])).load()
+except Exception as e:
+    print(str(e).splitlines()[0])
+"""
+
+
+def test_a_jar_built_for_another_spark_line_fails_at_load_naming_both(tmp_path: Path) -> None:
+    # The Spark 3.5 build (Scala 2.13) on this Spark 4.3, in an application of its own.
+    jar = (
+        Path(JAR).parent.parent.parent
+        / "spark-3.5/target/scala-2.13"
+        / Path(JAR).name.replace("spark-kafka-share-", "spark-kafka-share-spark35_2.13-")
+    )
+    assert jar.is_file(), f"no {jar}: run `make jar`"
+    (tmp_path / "load.py").write_text(LOAD_WITH_JAR)
+    options = [f"{k}={v}" for k, v in VALID.items()]
+    run = subprocess.run(
+        [sys.executable, str(tmp_path / "load.py"), str(jar), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert (
+        "[KAFKA_SHARE_SPARK_UNSUPPORTED] This kafka-share jar is built for Spark 3.5 with Scala 2.13; "
+        "this application runs Spark 4.3.0 with Scala 2.13" in run.stdout
+    ), run.stdout + run.stderr[-2000:]

@@ -97,6 +97,7 @@ def decode_failing_once(marker: Path) -> Any:
     return decode
 
 
+@pytest.mark.compat
 def test_every_record_once_with_more_consumers_than_partitions(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path, driver_log: Callable[[], str]
 ) -> None:
@@ -186,6 +187,7 @@ def test_two_queries_in_one_group_split_the_records(
     assert max(backlogs) > 0, backlogs
 
 
+@pytest.mark.compat
 def test_a_failed_tasks_records_are_returned_by_its_retry_without_another_delivery(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -75,6 +75,7 @@ def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit
     assert released <= {value for value, count in rows if count >= 2}
 
 
+@pytest.mark.compat
 def test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every_record_once(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

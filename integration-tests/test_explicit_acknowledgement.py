@@ -58,6 +58,7 @@ def run_until(
 
 
 @STRATEGIES
+@pytest.mark.compat
 def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_ones_never(
     spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str
 ) -> None:

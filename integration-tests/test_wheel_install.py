@@ -1,5 +1,6 @@
 """The wheel on its own: a fresh virtualenv holding only pyspark and spark-kafka-share, installed from
-local files with `pip --no-index` (nothing downloaded), runs a kafka-share query on the local broker."""
+local files with `pip --no-index` (nothing downloaded), runs a kafka-share query on the local broker.
+The wheel installs beside the pyspark already there and leaves it as it is, as on a cluster."""
 
 from __future__ import annotations
 
@@ -43,8 +44,11 @@ def test_wheel_runs_a_query_in_a_fresh_virtualenv_without_downloading(
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    install = [str(venv / "bin/pip"), "install", "--quiet", "--no-index", "--find-links", wheelhouse, wheel]
-    subprocess.run(install, check=True, timeout=600)
+    pip = [str(venv / "bin/pip"), "install", "--quiet", "--no-index", "--find-links", wheelhouse]
+    subprocess.run([*pip, "pyspark"], check=True, timeout=600)  # the cluster's own pyspark
+    pyspark_files = sorted(p.name for p in venv.glob("lib/python*/site-packages/pyspark-*.dist-info"))
+    subprocess.run([*pip, wheel], check=True, timeout=600)
+    assert sorted(p.name for p in venv.glob("lib/python*/site-packages/pyspark-*.dist-info")) == pyspark_files
     (tmp_path / "app.py").write_text(APP)
     env = {
         k: v

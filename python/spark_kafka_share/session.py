@@ -2,35 +2,77 @@
 
 from __future__ import annotations
 
+import os
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
 
 from .errors import KafkaShareConnectorNotFoundError
 
-# build-wheel.sh copies the connector's assembly jar (kafka-clients shaded inside) here.
-_BUNDLED_JAR = Path(__file__).parent / "jars" / "spark-kafka-share-assembly.jar"
+# build-wheel.sh copies the connector's assembly jars here (kafka-clients shaded inside), one per
+# Spark line and Scala version: spark-kafka-share-<build>.jar.
+_JARS_DIR = Path(__file__).parent / "jars"
+# The build that runs on each Spark line, by Scala version: one for every Spark 4 line, one for
+# Spark 3.5 per Scala version. The connector itself refuses, at load(), a line it was not built for.
+_BUILDS = {("3.5", "2.12"): "spark35_2.12", ("3.5", "2.13"): "spark35_2.13", ("4", "2.13"): "spark4_2.13"}
 
 
-def jar_path() -> str:
-    """The path of the connector jar bundled in this package.
+def jar_path(spark_version: str | None = None, scala_version: str | None = None) -> str:
+    """The path of the connector jar bundled in this package for a Spark and Scala version.
 
+    By default, those of the installed PySpark: its version, and the Scala version of its jars
+    (2.13 on Spark 4; on Spark 3.5, 2.12 unless its jars, or ``SPARK_HOME``'s, are for 2.13).
     For ``spark-submit`` or the ``pyspark`` shell::
 
         jar=$(python -c 'import spark_kafka_share; print(spark_kafka_share.jar_path())')
         spark-submit --jars "$jar" app.py
 
     Raises:
-        KafkaShareConnectorNotFoundError: the package has no jar (a source checkout that was not built).
+        KafkaShareConnectorNotFoundError: the package has no jar for that Spark and Scala (a Spark line
+            it was not built for, or a source checkout that was not built).
     """
-    if not _BUNDLED_JAR.is_file():
+    spark = spark_version or _installed_pyspark_version()
+    scala = scala_version or _installed_scala_version(spark)
+    line = "4" if spark.startswith("4.") else ".".join(spark.split(".")[:2])
+    build = _BUILDS.get((line, scala))
+    if build is None:
+        raise KafkaShareConnectorNotFoundError(
+            "KAFKA_SHARE_SPARK_UNSUPPORTED",
+            f"This package has no kafka-share jar for Spark {spark} with Scala {scala}. It bundles jars for "
+            "Spark 3.5 (Scala 2.12 and 2.13) and Spark 4.0 to 4.3 (Scala 2.13).",
+        )
+    jar = _JARS_DIR / f"spark-kafka-share-{build}.jar"
+    if not jar.is_file():
         raise KafkaShareConnectorNotFoundError(
             "KAFKA_SHARE_JAR_NOT_FOUND",
-            f"The connector jar is not bundled at '{_BUNDLED_JAR}': this looks like a source checkout "
-            "without a build. Install the spark-kafka-share wheel, or build the jar (make jar) and run "
-            "python/build-wheel.sh <assembly-jar> <out-dir>, which copies it there.",
+            f"The connector jar is not bundled at '{jar}': this looks like a source checkout "
+            "without a build. Install the spark-kafka-share wheel, or build the jars (make jar) and run "
+            "python/build-wheel.sh <out-dir> <assembly-jar>..., which copies them there.",
         )
-    return str(_BUNDLED_JAR)
+    return str(jar)
+
+
+def _installed_pyspark_version() -> str:
+    for distribution in ("pyspark", "pyspark-client", "pyspark-connect"):
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return "4"
+
+
+def _installed_scala_version(spark_version: str) -> str:
+    """2.13 on Spark 4; on Spark 3.5, the Scala of the scala-library jar PySpark (or SPARK_HOME) runs with."""
+    if not spark_version.startswith("3."):
+        return "2.13"
+    # PySpark runs with SPARK_HOME's jars when it is set, else with its own.
+    homes = [Path(h) for h in [os.environ.get("SPARK_HOME")] if h] + [Path(pyspark.__file__).parent]
+    for home in homes:
+        for library in (home / "jars").glob("scala-library-2.*.jar"):
+            return ".".join(library.name.removeprefix("scala-library-").split(".")[:2])
+    return "2.12"
 
 
 def configure_spark_with_kafka_share(builder: SparkSession.Builder) -> SparkSession.Builder:

@@ -120,14 +120,14 @@ def bundle_jar(monkeypatch: pytest.MonkeyPatch, jar: Path, conditions: dict[str,
     with zipfile.ZipFile(jar, "w") as archive:
         if conditions is not None:
             archive.writestr("error/kafka-share-error-conditions.json", json.dumps(conditions))
-    monkeypatch.setattr(spark_kafka_share.session, "_BUNDLED_JAR", jar)
+    monkeypatch.setattr(spark_kafka_share.session, "_JARS_DIR", jar.parent)
 
 
 def test_sql_states_come_from_the_bundled_connector_jar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conditions = {"KAFKA_SHARE_NEW_LIMIT": {"message": ["Too big: <value>."], "sqlState": "22003"}}
-    bundle_jar(monkeypatch, tmp_path / "connector.jar", conditions)
+    bundle_jar(monkeypatch, tmp_path / "spark-kafka-share-spark4_2.13.jar", conditions)
     error = from_jvm_error(py4j_error("[KAFKA_SHARE_NEW_LIMIT] Too big: 7."))
     assert isinstance(error, KafkaShareConfigurationError)
     assert str(error) == "[KAFKA_SHARE_NEW_LIMIT] Too big: 7."
@@ -136,7 +136,7 @@ def test_sql_states_come_from_the_bundled_connector_jar(
 def test_a_jar_without_the_conditions_leaves_the_rules_by_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundle_jar(monkeypatch, tmp_path / "connector.jar", None)
+    bundle_jar(monkeypatch, tmp_path / "spark-kafka-share-spark4_2.13.jar", None)
     assert isinstance(from_jvm_error(py4j_error(MISSING_GROUP)), KafkaShareConfigurationError)
     assert isinstance(from_jvm_error(py4j_error(UNREACHABLE)), KafkaShareBrokerUnreachableError)
     unknown_sql_state = from_jvm_error(py4j_error("[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting ..."))

@@ -28,27 +28,56 @@ from .fakes import FakeConnectSession, FakeDataFrame, py4j_error
 VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
 
 
+BUILDS = ("spark35_2.12", "spark35_2.13", "spark4_2.13")
+
+
 @pytest.fixture
 def bundled_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    jar = tmp_path / "jars" / "spark-kafka-share-assembly.jar"
-    jar.parent.mkdir()
-    jar.write_bytes(b"PK")
-    monkeypatch.setattr(spark_kafka_share.session, "_BUNDLED_JAR", jar)
-    return jar
+    """The package's jars, one per build; returns the one for the installed pyspark (Spark 4)."""
+    (tmp_path / "jars").mkdir()
+    for build in BUILDS:
+        (tmp_path / "jars" / f"spark-kafka-share-{build}.jar").write_bytes(b"PK")
+    monkeypatch.setattr(spark_kafka_share.session, "_JARS_DIR", tmp_path / "jars")
+    return tmp_path / "jars" / "spark-kafka-share-spark4_2.13.jar"
 
 
-def test_jar_path_is_the_bundled_jar(bundled_jar: Path) -> None:
+def test_jar_path_is_the_bundled_jar_for_the_installed_pyspark(bundled_jar: Path) -> None:
     assert jar_path() == str(bundled_jar)
+
+
+@pytest.mark.parametrize(
+    ("spark", "scala", "build"),
+    [
+        ("4.0.1", None, "spark4_2.13"),
+        ("4.3.0", None, "spark4_2.13"),
+        ("3.5.2", "2.12", "spark35_2.12"),
+        ("3.5.2", "2.13", "spark35_2.13"),
+    ],
+)
+def test_jar_path_picks_the_build_for_a_spark_and_scala_version(
+    bundled_jar: Path, spark: str, scala: str | None, build: str
+) -> None:
+    assert jar_path(spark, scala) == str(bundled_jar.parent / f"spark-kafka-share-{build}.jar")
+
+
+def test_jar_path_names_the_versions_it_has_jars_for_when_it_has_none_for_this_spark(
+    bundled_jar: Path,
+) -> None:
+    with pytest.raises(KafkaShareConnectorNotFoundError) as raised:
+        jar_path("3.4.1", "2.12")
+    assert raised.value.condition == "KAFKA_SHARE_SPARK_UNSUPPORTED"
+    assert "Spark 3.4.1 with Scala 2.12" in str(raised.value)
+    assert "Spark 3.5" in str(raised.value)
 
 
 def test_jar_path_says_how_to_get_the_jar_when_it_is_not_bundled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spark_kafka_share.session, "_BUNDLED_JAR", tmp_path / "missing.jar")
+    monkeypatch.setattr(spark_kafka_share.session, "_JARS_DIR", tmp_path / "missing")
     with pytest.raises(KafkaShareConnectorNotFoundError) as raised:
         jar_path()
     assert raised.value.condition == "KAFKA_SHARE_JAR_NOT_FOUND"
-    assert str(tmp_path / "missing.jar") in str(raised.value)
+    assert str(tmp_path / "missing") in str(raised.value)
     assert "python/build-wheel.sh" in str(raised.value)
 
 

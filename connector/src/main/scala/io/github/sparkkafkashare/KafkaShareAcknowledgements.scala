@@ -9,9 +9,9 @@ import io.github.sparkkafkashare.options.{AcknowledgmentMode, KafkaShareSourceOp
 import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.spark.rdd.RDD
-import org.apache.spark.sql.{classic, DataFrame, Row}
-import org.apache.spark.sql.execution.datasources.v2.DataSourceRDDPartition
+import org.apache.spark.sql.{DataFrame, Row}
 import org.apache.spark.sql.functions.{broadcast, col, upper}
+import org.apache.spark.sql.kafkashare.{ClassicSparkApi, ScanPartitions}
 import org.apache.spark.sql.types.{IntegerType, LongType, StringType}
 
 /**
@@ -126,10 +126,7 @@ object KafkaShareAcknowledgements {
    * lineage; they name the query run, whose stream is registered while it runs.
    */
   private def shareBatch(batch: DataFrame): (KafkaShareMicroBatchStream, Long) = {
-    val runsAndRounds = batch match {
-      case ds: classic.Dataset[_] => shareRounds(ds.queryExecution.toRdd).distinct
-      case _ => Nil
-    }
+    val runsAndRounds = ClassicSparkApi.queryExecution(batch).map(q => shareRounds(q.toRdd).distinct).getOrElse(Nil)
     runsAndRounds match {
       case Seq((runId, round)) =>
         (KafkaShareMicroBatchStream.running(runId).getOrElse(throw KafkaShareErrors.notAShareBatch(0)), round)
@@ -139,12 +136,10 @@ object KafkaShareAcknowledgements {
 
   /** The (run, round) of each kafka-share input partition in `rdd`'s lineage: a round's tasks, or a re-run batch's read-back. */
   private def shareRounds(rdd: RDD[_]): Seq[(String, Long)] = {
-    val own = rdd.partitions.toSeq.collect {
-      case p: DataSourceRDDPartition => p.inputPartition.collect {
-        case k: KafkaShareInputPartition => (k.runId, k.round)
-        case k: KafkaShareReplayPartition => (k.runId, k.round)
-      }
-    }.flatten
+    val own = rdd.partitions.toSeq.flatMap(ScanPartitions.read).collect {
+      case k: KafkaShareInputPartition => (k.runId, k.round)
+      case k: KafkaShareReplayPartition => (k.runId, k.round)
+    }
     own ++ rdd.dependencies.flatMap(d => shareRounds(d.rdd))
   }
 }

@@ -25,8 +25,10 @@ class KafkaShareSourceProvider extends TableProvider with DataSourceRegister wit
   /** What [[inferSchema]] parsed, for [[getTable]], which Spark calls next with the same options. */
   private var parsed: Option[(util.Map[String, String], KafkaShareSourceOptions)] = None
 
-  override def inferSchema(options: CaseInsensitiveStringMap): StructType =
-    KafkaShareRows.schema(parse(options.asCaseSensitiveMap()).includeHeaders)
+  override def inferSchema(options: CaseInsensitiveStringMap): StructType = {
+    val parsedOptions = parse(options.asCaseSensitiveMap()) // first: it checks the Spark and Scala versions
+    KafkaShareRows.schema(parsedOptions.includeHeaders)
+  }
 
   override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
     val options = parse(properties)
@@ -37,13 +39,17 @@ class KafkaShareSourceProvider extends TableProvider with DataSourceRegister wit
   }
 
   /** `spark.read.format("kafka-share")` lands here (the table does not offer batch reads). */
-  override def createRelation(sqlContext: SQLContext, parameters: Map[String, String]): BaseRelation =
+  override def createRelation(sqlContext: SQLContext, parameters: Map[String, String]): BaseRelation = {
+    SupportedSpark.check()
     throw KafkaShareErrors.batchReadUnsupported()
+  }
 
-  private def parse(properties: util.Map[String, String]): KafkaShareSourceOptions =
+  private def parse(properties: util.Map[String, String]): KafkaShareSourceOptions = {
+    SupportedSpark.check() // first: on another Scala, the rest of this jar cannot run
     parsed.collect { case (same, options) if same == properties => options }.getOrElse {
       val options = KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(properties))
-      parsed = Some(new util.HashMap(properties) -> options)
+      parsed = Some((new util.HashMap[String, String](properties), options))
       options
     }
+  }
 }

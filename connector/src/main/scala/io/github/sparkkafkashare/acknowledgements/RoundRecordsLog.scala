@@ -8,6 +8,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.ObjectMapper
+import io.github.sparkkafkashare.options.Parsing
 import org.apache.hadoop.fs.{CommonPathCapabilities, FSDataInputStream, FileAlreadyExistsException, FileStatus, FileSystem, Path}
 import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
@@ -128,10 +129,10 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
       val files =
         if (filesAppearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
         else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
-      files.flatMap(f => f.getPath.getParent.getName.toLongOption.map(_ -> f)).groupBy(_._1).map { case (round, listed) =>
+      files.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map { case (round, listed) =>
         val named = listed.map { case (_, f) => f.getPath.getName -> f }.toMap
         val slots = named.flatMap { case (name, f) =>
-          Some(name).filter(_.endsWith(".json")).flatMap(_.stripSuffix(".json").toIntOption).map(_ -> f)
+          Some(name).filter(_.endsWith(".json")).flatMap(name => Parsing.int(name.stripSuffix(".json"))).map(_ -> f)
         }
         round -> RoundFiles(slots, named.get(ReleasedFileName))
       }

@@ -71,6 +71,10 @@ private[sparkkafkashare] object KafkaShareErrors {
 
   def batchReadUnsupported(): KafkaShareUnsupportedOperationException = unsupported("KAFKA_SHARE_BATCH_READ_UNSUPPORTED")
 
+  /** `builtFor` and `found` as "Spark 4.0, 4.1 with Scala 2.13" and "Spark 3.5.2 with Scala 2.12.18". */
+  def sparkUnsupported(builtFor: String, found: String): KafkaShareUnsupportedOperationException =
+    unsupported("KAFKA_SHARE_SPARK_UNSUPPORTED", "builtFor" -> builtFor, "found" -> found)
+
   val BrokerUnreachable = "KAFKA_SHARE_BROKER_UNREACHABLE"
 
   def brokerUnreachable(bootstrapServers: String, timeoutMs: Long, action: String, cause: Throwable)

@@ -156,7 +156,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * attempt kept does not count them again, so without this `recordsAcquired` fell short.
    */
   def keepUnreported(key: SlotKey, counts: Map[KafkaShareCountMetric, Long]): Unit =
-    unreported.merge(key, counts, (kept, more) => (kept.toSeq ++ more).groupMapReduce(_._1)(_._2)(_ + _))
+    unreported.merge(key, counts, (kept, more) => KafkaShareCountMetric.sum(kept.toSeq ++ more))
 
   /** What failed tasks of the slot counted here since its last task, for this task to report. */
   def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] = Option(unreported.remove(key)).getOrElse(Map.empty)
@@ -183,7 +183,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long)
       : Map[KafkaShareCountMetric, Long] = {
     val leftBehind = slotsOf(runId).filter { case (key, _) => homes.get(key.slot).exists(_ != here) }
-    leftBehind.flatMap { case (key, slot) =>
+    KafkaShareCountMetric.sum(leftBehind.flatMap { case (key, slot) =>
       if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) Nil
       else try {
         if (slots.get(key) ne slot) Nil
@@ -197,7 +197,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             takeUnreported(key))
         }
       } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
-    }.groupMapReduce(_._1)(_._2)(_ + _).filter(_._2 > 0)
+    }).filter(_._2 > 0)
   }
 
   /**

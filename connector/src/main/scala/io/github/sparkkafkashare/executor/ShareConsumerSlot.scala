@@ -5,7 +5,6 @@ import java.util.concurrent.TimeUnit
 import java.util.concurrent.locks.ReentrantLock
 
 import scala.jdk.CollectionConverters._
-import scala.jdk.OptionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.errors.KafkaShareErrors
@@ -276,7 +275,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     System.nanoTime() - records.lockedSinceNanos > lockNanos / 2
 
   private def lockNanos: Long =
-    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs().toScala.map(_.toLong).getOrElse(limits.lockDurationMs))
+    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs().map[Long](_.toLong).orElse(limits.lockDurationMs))
 
   /**
    * Renews the locks of held records once half their duration has passed, so a batch may take

@@ -37,6 +37,10 @@ private[sparkkafkashare] object KafkaShareCountMetric {
   val Replayed = new RecordsReplayedMetric
   val Joined = new ConsumersJoinedMetric
 
+  /** Counts summed by metric. */
+  def sum(counts: Iterable[(KafkaShareCountMetric, Long)]): Map[KafkaShareCountMetric, Long] =
+    counts.groupBy(_._1).map { case (metric, each) => metric -> each.map(_._2).sum }
+
   /** What the scan reports as its supported custom metrics. */
   val all: Array[CustomMetric] = Array(Acquired, Redelivered, Accepted, Released, Rejected, LockRenewals, LocksExpired,
     AcknowledgementsFailed, Deduplicated, Replayed, Joined)

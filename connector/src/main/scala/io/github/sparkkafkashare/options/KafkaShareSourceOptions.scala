@@ -198,7 +198,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     }
     checkKafkaValues(kafkaParams)
     // Kafka allows 0, but the driver bounds each of its Admin calls with it.
-    if (kafkaParams.get(ApiTimeoutConfig).exists(_.trim.toIntOption.contains(0))) {
+    if (kafkaParams.get(ApiTimeoutConfig).exists(v => Parsing.int(v.trim).contains(0))) {
       throw KafkaShareErrors.invalidKafkaConfig(s"kafka.$ApiTimeoutConfig",
         "expected a positive number of milliseconds (it bounds every Admin call of the driver)")
     }
@@ -279,7 +279,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     }
 
   private def positiveLong(value: Option[String], option: String): Option[Long] = value.map { v =>
-    v.toLongOption.filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected a positive whole number"))
+    Parsing.long(v).filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected a positive whole number"))
   }
 
   private def positiveInt(value: Option[String], option: String): Option[Int] = positiveLong(value, option).map { n =>
@@ -288,12 +288,12 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   }
 
   private def nonNegativeInt(value: Option[String], option: String): Option[Int] = value.map { v =>
-    v.toIntOption.filter(_ >= 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v,
+    Parsing.int(v).filter(_ >= 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v,
       "expected a whole number from 0 to 2147483647"))
   }
 
   private def boolean(value: Option[String], option: String): Option[Boolean] = value.map { v =>
-    v.toBooleanOption.getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected 'true' or 'false'"))
+    Parsing.boolean(v).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected 'true' or 'false'"))
   }
 
   /** `earliest`, `latest`, or an ISO-8601 duration back from now (`PT1H`, or Kafka's `by_duration:PT1H`). */

@@ -8,7 +8,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.executor.GroupLimits
-import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
+import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Parsing, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo, TopicDescription}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
 import org.apache.kafka.common.config.ConfigResource
@@ -102,9 +102,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   /** Kafka describes a group's every config, with the broker's defaults for those the group does not set. */
   private def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
     renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-    recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(_.toIntOption).getOrElse(DefaultRecordLocksPerPartition),
-    lockDurationMs = configs.get(LockDurationConfig).flatMap(_.toLongOption).getOrElse(DefaultLockDurationMs),
-    assignmentIntervalMs = configs.get(AssignmentIntervalConfig).flatMap(_.toLongOption).getOrElse(DefaultAssignmentIntervalMs))
+    recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(Parsing.int).getOrElse(DefaultRecordLocksPerPartition),
+    lockDurationMs = configs.get(LockDurationConfig).flatMap(Parsing.long).getOrElse(DefaultLockDurationMs),
+    assignmentIntervalMs = configs.get(AssignmentIntervalConfig).flatMap(Parsing.long).getOrElse(DefaultAssignmentIntervalMs))
 
   /**
    * Gives each share-partition the group has no state for its start offset now, where
