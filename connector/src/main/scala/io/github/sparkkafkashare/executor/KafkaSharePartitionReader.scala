@@ -49,7 +49,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   private val rows: Iterator[InternalRow] = {
     val context = TaskContext.get()
     // Not held if replacing the slot failed after giving the old one up.
-    context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCurrentThread) ShareConsumerPool.giveBack(slot))
+    context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCaller) ShareConsumerPool.giveBack(slot))
     // A failed attempt keeps its records: a retry on this consumer returns them, and one elsewhere
     // leaves them to be released as left behind. Giving them back at each failure would cost each a
     // delivery, and Kafka archives a record after share.delivery.count.limit (5 by default) of them.

@@ -77,10 +77,9 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   private[executor] def closeAllAtExit(): Unit = {
     val deadline = System.nanoTime() + ExitWait.toNanos
     def timeLeft = Duration.ofNanos(math.max(0L, deadline - System.nanoTime()))
-    def waitFor(lock: ReentrantLock): Boolean = lock.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)
-    if (waitFor(tidying)) tidying.unlock()
+    if (tidying.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)) tidying.unlock()
     slots.forEach { (key, slot) =>
-      if (waitFor(slot.lock)) {
+      if (slot.lock.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)) {
         try close(key, committedThrough = -1L, AcknowledgementMarks.None, timeLeft) finally slot.lock.unlock()
       } else logWarning(s"The share consumer of slot ${key.slot} is still in use as the JVM exits; it is not closed")
     }
@@ -115,7 +114,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     background // started with the first consumer
     val slot = slots.computeIfAbsent(key, k => new ShareConsumerSlot(k, config, limits))
     if (!slot.lock.tryLock()) {
-      val held = slots.values().asScala.filter(s => (s ne slot) && s.lock.isHeldByCurrentThread).map(_.key.slot).toSeq
+      val held = slots.values().asScala.filter(s => (s ne slot) && s.lock.isHeldByCaller).map(_.key.slot).toSeq
       if (held.isEmpty) slot.lock.lockInterruptibly()
       else if (!slot.lock.tryLock(OtherSlotWait.toMillis, TimeUnit.MILLISECONDS)) {
         throw KafkaShareErrors.batchJoinedWithItself(held, key.slot, OtherSlotWait.toMillis)
@@ -184,7 +183,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       : Map[KafkaShareCountMetric, Long] = {
     val leftBehind = slotsOf(runId).filter { case (key, _) => homes.get(key.slot).exists(_ != here) }
     KafkaShareCountMetric.sum(leftBehind.flatMap { case (key, slot) =>
-      if (slot.lock.isHeldByCurrentThread || !slot.lock.tryLock()) Nil
+      if (slot.lock.isHeldByCaller || !slot.lock.tryLock()) Nil
       else try {
         if (slots.get(key) ne slot) Nil
         else {

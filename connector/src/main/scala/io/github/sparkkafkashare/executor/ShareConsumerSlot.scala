@@ -49,7 +49,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer, new ByteArrayDeserializer)
   }
   /** Held by the borrowing task for its whole run: one task per slot at a time. */
-  private[executor] val lock = new ReentrantLock()
+  private[executor] val lock = new SlotLock
   private val consumerLock = new ReentrantLock()
   @volatile private[executor] var lastUsedNanos: Long = System.nanoTime()
 
