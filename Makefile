@@ -20,7 +20,7 @@ WHEELHOUSE := dist/wheelhouse
 export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
 export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended test-compat publish-local test-packages fault-matrix lint bench clean
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended test-compat test-compat-oldest publish-local test-packages fault-matrix lint bench clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
@@ -103,6 +103,10 @@ publish-local: $(VENV)/.installed
 # spark-submit --packages from that repository, with a clean Ivy home, beside Spark's own kafka source.
 test-packages: publish-local kafka-up
 	PYTHONPATH=python $(VENV)/bin/pytest -m packages integration-tests/test_maven_packages.py
+
+# CI's share of it: the subset on the oldest supported line, Spark 3.5 with Scala 2.12.
+test-compat-oldest: $(JAR) $(JARS_SPARK35) kafka-up
+	COMPAT_PYSPARK=3.5.9 COMPAT_BROKERS= COMPAT_NEWER_JDK= dev/compat/run
 
 # Every case of the fault-injection matrix; prints the table docs/delivery-guarantees.md shows.
 fault-matrix: $(JAR) kafka-up

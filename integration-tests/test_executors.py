@@ -308,6 +308,8 @@ def test_a_truststore_only_the_driver_has_fails_on_the_executors_saying_to_ship_
     assert_every_record_once(expected, got, kafka=kafka, group=group, topic=topic)
 
 
+# test_security.py's mirroring cases cover the properties every Kafka client of the source reads.
+@pytest.mark.extended
 def test_a_batch_re_run_on_new_executors_logs_in_with_kafkas_system_properties(
     kafka: KafkaCluster, group: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
