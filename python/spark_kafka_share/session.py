@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pyspark
@@ -33,7 +32,7 @@ def jar_path(spark_version: str | None = None, scala_version: str | None = None)
         KafkaShareConnectorNotFoundError: the package has no jar for that Spark and Scala (a Spark line
             it was not built for, or a source checkout that was not built).
     """
-    spark = spark_version or _installed_pyspark_version()
+    spark = spark_version or pyspark.__version__
     scala = scala_version or _installed_scala_version(spark)
     line = "4" if spark.startswith("4.") else ".".join(spark.split(".")[:2])
     build = _BUILDS.get((line, scala))
@@ -52,15 +51,6 @@ def jar_path(spark_version: str | None = None, scala_version: str | None = None)
             "python/build-wheel.sh <out-dir> <assembly-jar>..., which copies them there.",
         )
     return str(jar)
-
-
-def _installed_pyspark_version() -> str:
-    for distribution in ("pyspark", "pyspark-client", "pyspark-connect"):
-        try:
-            return version(distribution)
-        except PackageNotFoundError:
-            continue
-    return "4"
 
 
 def _installed_scala_version(spark_version: str) -> str:
