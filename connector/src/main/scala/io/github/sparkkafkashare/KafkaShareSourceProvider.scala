@@ -15,8 +15,8 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
 /**
  * `spark.readStream.format("kafka-share")`: a Structured Streaming source that consumes Kafka
  * topics as a share group (KIP-932), acknowledging each record only after Spark commits the
- * micro-batch that holds it. Options are parsed and checked once, when Spark first asks for the schema, so bad
- * input fails at `load()`.
+ * micro-batch that holds it. Options are parsed and checked once, when Spark first asks for the
+ * schema, so bad input fails at `load()`.
  */
 class KafkaShareSourceProvider extends TableProvider with DataSourceRegister with RelationProvider {
 
