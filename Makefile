@@ -54,8 +54,13 @@ $(WHEEL): $(JAR) $(JARS_SPARK35) $(shell find python/spark_kafka_share -name '*.
 
 wheel: $(WHEEL)
 
+# pyspark-client is the Spark Connect-only install (no JVM, no py4j). Its newest release on PyPI is 4.2.0;
+# Connect serves clients of an earlier release, so it reads from the tests' Spark 4.3 Connect server.
+PYSPARK_CLIENT := pyspark-client==4.2.0
+
 $(WHEELHOUSE)/.done: $(VENV)/.installed
-	$(VENV_PY) -m pip wheel --quiet -w $(WHEELHOUSE) $$(grep '^pyspark==' python/requirements-dev.txt)
+	$(VENV_PY) -m pip wheel --quiet -w $(WHEELHOUSE) -c python/requirements-dev.txt \
+	  $$(grep '^pyspark==' python/requirements-dev.txt) $(PYSPARK_CLIENT)
 	touch $@
 
 kafka-up:
@@ -90,9 +95,10 @@ test-extended: $(JAR) $(WHEEL) kafka-up
 	$(VENV)/bin/pytest -m extended python/tests integration-tests
 
 # The compatibility subset (tests marked compat) on every supported Spark line, each from its own
-# pyspark in .cache/compat/, and on Kafka 4.1 (refused), 4.2, 4.3 and 4.4 brokers; prints the table the
-# user guide shows. COMPAT_PYSPARK and COMPAT_BROKERS choose the versions.
-test-compat: $(JAR) $(JARS_SPARK35) kafka-up
+# pyspark in .cache/compat/ (Spark 3.5 with Scala 2.12 and 2.13), on Java 25, and on Kafka 4.1
+# (refused), 4.2, 4.3 and 4.4 brokers; prints the table the user guide shows. COMPAT_PYSPARK,
+# COMPAT_SCALA213, COMPAT_NEWER_JDK and COMPAT_BROKERS choose the rows (dev/compat/run).
+test-compat: $(WHEEL) $(WHEELHOUSE)/.done kafka-up
 	dev/compat/run
 
 # A Maven repository in target/maven-repo, as Maven Central wants it: each build's shaded jar, with a
@@ -105,8 +111,8 @@ test-packages: publish-local kafka-up
 	PYTHONPATH=python $(VENV)/bin/pytest -m packages integration-tests/test_maven_packages.py
 
 # CI's share of it: the subset on the oldest supported line, Spark 3.5 with Scala 2.12.
-test-compat-oldest: $(JAR) $(JARS_SPARK35) kafka-up
-	COMPAT_PYSPARK=3.5.9 COMPAT_BROKERS= COMPAT_NEWER_JDK= dev/compat/run
+test-compat-oldest: $(WHEEL) kafka-up
+	COMPAT_PYSPARK=3.5.9 COMPAT_SCALA213= COMPAT_BROKERS= COMPAT_NEWER_JDK= dev/compat/run
 
 # Every case of the fault-injection matrix; prints the table docs/delivery-guarantees.md shows.
 fault-matrix: $(JAR) kafka-up

@@ -1,6 +1,7 @@
 """The package on a Spark Connect session: a real Connect server (from the venv's pyspark, with the
-connector jar) reads a share group of the real broker, and the functions that need the driver JVM
-refuse a Connect session by name."""
+connector jar) reads a share group of the real broker, from this process and from a virtualenv that
+holds only pyspark-client and the wheel; the functions that need the driver JVM refuse a Connect
+session by name."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from conftest import BOOTSTRAP, JAR, KafkaCluster, free_port, values
 from expectations import assert_every_record_once
+from offline_virtualenv import OfflineVirtualenv, built_wheel
 
 # What pyspark sets to mark the process as a Connect client; it turns classic pyspark calls into
 # Connect ones, so it must not outlive this module (the suites after it use the classic session).
@@ -143,6 +145,44 @@ def test_options_the_server_rejects_raise_the_package_error_on_connect(
         )
     assert raised.value.condition == "KAFKA_SHARE_INVALID_OPTION_VALUE"
     assert "Invalid value 't[(' for option 'subscribePattern': expected a Java regex" in str(raised.value)
+
+
+CONNECT_ONLY_APP = """
+import importlib.util
+import sys
+from pyspark.sql import SparkSession
+import spark_kafka_share as sks
+
+assert importlib.util.find_spec("py4j") is None, "pyspark-client brought py4j"
+remote, bootstrap, group, topic = sys.argv[1:]
+spark = SparkSession.builder.remote(remote).getOrCreate()
+options = sks.KafkaShareOptions(bootstrap, group, subscribe=[topic], starting_offsets="earliest")
+query = (sks.read_share_stream(spark, options).writeStream.format("memory").queryName("records")
+         .trigger(availableNow=True).start())
+query.awaitTermination()
+for row in spark.table("records").selectExpr("CAST(value AS STRING) AS value").collect():
+    print("record:", row.value)
+try:
+    sks.read_share_stream(spark, options, subscribe=None, subscribe_pattern="t[(")
+except sks.KafkaShareConfigurationError as error:
+    print("rejected:", error.condition)
+"""
+
+
+def test_the_wheel_on_pyspark_client_alone_reads_through_connect(
+    connect_server: int, kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """What serverless and Databricks Connect users have: no JVM, no py4j, only the Connect client."""
+    wheel = built_wheel()
+    topic = kafka.new_topic()
+    expected = values(100)
+    kafka.produce(topic, expected)
+    venv = OfflineVirtualenv(tmp_path)
+    venv.install("pyspark-client", wheel)
+    run = venv.run(CONNECT_ONLY_APP, f"sc://localhost:{connect_server}", BOOTSTRAP, group, topic)
+    got = [line.removeprefix("record: ") for line in run.stdout.splitlines() if line.startswith("record: ")]
+    assert_every_record_once(expected, got, kafka=kafka, group=group, topic=topic)
+    assert "rejected: KAFKA_SHARE_INVALID_OPTION_VALUE" in run.stdout
 
 
 def _share_group_state(spark: SparkSession) -> None:
