@@ -153,6 +153,20 @@ lazy val connectorSpark35 = project
     assembly / assemblyJarName := s"spark-kafka-share-spark35_${scalaBinaryVersion.value}-assembly-${version.value}.jar"
   )
 
+// Spark 3.5 built for Scala 2.13, from Maven Central: pyspark 3.5 ships only the Scala 2.12 build, so
+// make test-compat runs its Scala 2.13 row with these jars as SPARK_HOME's (dev/compat/run). Not published.
+lazy val spark35Scala213 = project
+  .in(file("dev/compat/spark-3.5-scala-2.13"))
+  .settings(
+    name := "spark35-scala213",
+    publish / skip := true,
+    // The Scala of Spark 3.5's 2.13 distribution; a dependency asks for a later scala-library, which
+    // the distribution does not ship either.
+    scalaVersion := "2.13.8",
+    dependencyOverrides += "org.scala-lang" % "scala-library" % scalaVersion.value,
+    libraryDependencies += "org.apache.spark" %% "spark-sql" % spark35Version
+  )
+
 // A single-node Kafka broker and Kafka's command-line tools, run from jars on Maven Central
 // (dev/kafka-local and dev/kafka-tool read this project's runtime classpath). Not published.
 lazy val kafkaLocal = project
