@@ -85,7 +85,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     }
   }
 
-  /** Threads for calls that wait for the broker: lock renewals, and a stopping run's consumers leaving the group. */
+  /** Threads for calls that wait for the broker: lock renewals, and a stopping run's consumers leaving and closing. */
   private lazy val brokerCalls: ExecutorService = Executors.newCachedThreadPool(daemonThreads("kafka-share-broker-call"))
 
   private def daemonThreads(prefix: String): ThreadFactory = {
@@ -203,12 +203,18 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * Closes this JVM's consumers of a query run; returns how many it closed. A consumer whose slot
    * last ran on another executor than `here` (`slotHomes`) is one its tasks left behind: what it
    * holds may not be what the committed batch read there, so it RELEASEs everything rather than ACCEPT.
+   * All at once: a close waits for the broker, up to [[CloseTimeout]] when it cannot be reached, and
+   * one after another the stop of a query that failed with the cluster gone would wait that long for
+   * each consumer.
    */
   def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
       here: String): Int = {
     forgetRun(runId)
     stopFetching(runId)
-    slotsOf(runId).map(_._1).count(closeAsRunEnds(_, committedThrough, marks, slotHomes, here))
+    slotsOf(runId).map { case (key, _) =>
+      CompletableFuture.supplyAsync[java.lang.Boolean](
+        () => Boolean.box(closeAsRunEnds(key, committedThrough, marks, slotHomes, here)), brokerCalls)
+    }.count(_.join())
   }
 
   private def slotsOf(runId: String): Seq[(SlotKey, ShareConsumerSlot)] = slots.asScala.toSeq.filter(_._1.runId == runId)
