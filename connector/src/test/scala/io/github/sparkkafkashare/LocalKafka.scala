@@ -4,8 +4,10 @@ import java.util.concurrent.TimeUnit.SECONDS
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.kafka.clients.admin.{Admin, NewTopic}
+import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
+import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.StringSerializer
 
 /** The local broker the suites run against (`make kafka-up`, or KAFKA_BOOTSTRAP_SERVERS). */
@@ -17,9 +19,35 @@ object LocalKafka {
   /** Creates `topic` with one partition holding records "r-0" to "r-(n-1)"; returns its name. */
   def oneRecordPartition(admin: Admin, topic: String, n: Int): String = {
     admin.createTopics(Seq(new NewTopic(topic, 1, 1.toShort)).asJava).all().get(30, SECONDS)
-    val producer = new KafkaProducer[String, String](
-      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava, new StringSerializer, new StringSerializer)
-    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
+    produce(topic, (0 until n).map(i => s"r-$i"))
     topic
   }
+
+  /**
+   * Sends `values` to partition 0 of `topic`; with `oneBatch`, in one record batch (sent as the producer
+   * closes), which one fetch acquires whole; with `timestamp`, each record carries the timestamp it gives.
+   */
+  def produce(topic: String, values: Seq[String], oneBatch: Boolean = false, timestamp: Int => Option[Long] = _ => None)
+      : Unit = {
+    val linger = if (oneBatch) "60000" else "5"
+    val producer = new KafkaProducer[String, String](
+      Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> linger).asJava, new StringSerializer,
+      new StringSerializer)
+    try values.zipWithIndex.foreach { case (value, i) =>
+      producer.send(new ProducerRecord[String, String](topic, 0, timestamp(i).map(Long.box).orNull, null, value))
+    } finally producer.close()
+  }
+
+  /** Sets share-group configs of `group` (it need not exist yet). */
+  def setGroupConfigs(admin: Admin, group: String, configs: (String, String)*): Unit = {
+    val ops = configs.map { case (name, value) => new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET) }
+    val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
+    admin.incrementalAlterConfigs(Map(resource -> ops.asJavaCollection).asJava).all().get(30, SECONDS)
+  }
+
+  /** Kafka's lag of the group's share-partition 0 of `topic` (records not yet acknowledged), if it reports one. */
+  def lag(admin: Admin, group: String, topic: String): Option[Long] =
+    admin.listShareGroupOffsets(Map(group -> new ListShareGroupOffsetsSpec()).asJava).partitionsToOffsetInfo(group)
+      .get(30, SECONDS).asScala.get(new TopicPartition(topic, 0)).flatMap(info => Option(info).map(_.lag()))
+      .flatMap(l => if (l.isPresent) Some(l.get.longValue) else None)
 }

@@ -1,9 +1,16 @@
 package io.github.sparkkafkashare
 
+import java.net.URI
 import java.nio.file.Files
+import java.util.concurrent.TimeUnit.SECONDS
 
-import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import scala.concurrent.{Await, ExecutionContext, Future}
+import scala.concurrent.duration._
+
+import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import org.apache.hadoop.conf.Configuration
+import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
+import org.apache.hadoop.util.Progressable
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
 import org.scalatest.funsuite.AnyFunSuite
@@ -39,6 +46,24 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(new java.io.File(log.dir, "7").listFiles().forall(!_.getName.endsWith(".tmp")), "a temporary file was left")
   }
 
+  test("of two writers of one slot file at once, exactly one wins, and both learn the winner's records") {
+    val conf = new Configuration()
+    conf.set(s"fs.${HoldingFileSystem.Scheme}.impl", classOf[HoldingFileSystem].getName)
+    conf.setBoolean(s"fs.${HoldingFileSystem.Scheme}.impl.disable.cache", true)
+    for (attempt <- 1 to 20) {
+      val log = new RoundRecordsLog(s"${HoldingFileSystem.Scheme}://${Files.createTempDirectory("rounds")}",
+        new SerializableConfiguration(conf))
+      HoldingFileSystem.barrier.set(new java.util.concurrent.CyclicBarrier(2))
+      val results = Seq(Seq(record(0, 1)), Seq(record(0, 2))).map { records =>
+        Future(records -> write(log)(3, 0, records))(ExecutionContext.global)
+      }.map(Await.result(_, 60.seconds))
+      val winners = results.collect { case (records, None) => records }
+      assert(winners.size == 1, s"attempt $attempt: ${winners.size} writers won")
+      assert(results.forall { case (_, lost) => lost.forall(_ == winners.head) })
+      assert(log.read(3, 0).contains(winners.head))
+    }
+  }
+
   test("a slot's round that acquired nothing is logged as empty, unlike one that was never logged") {
     val log = newLog()
     write(log)(5, 0, Nil)
@@ -53,7 +78,7 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     write(log)(1, 0, Seq(record(0, 1), record(0, 2)))
     write(log)(2, 0, Seq(record(0, 3), record(1, 7)))
     write(log)(3, 0, Seq(record(0, 9)))
-    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), Map.empty)
+    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), _ => Set.empty)
     assert(log.rounds().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
   }
@@ -61,17 +86,20 @@ class RoundRecordsLogSuite extends AnyFunSuite {
   test("a topic made again under its name: its records are not the old ones, and pruning forgets the old ones") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
-    def of(topicId: String, offset: Long, timestamp: Long) = record(0, offset).copy(topicId = Some(topicId), timestamp = Some(timestamp))
-    write(log)(1, 0, Seq(of("old", 1, 100), of("old", 2, 101)))
-    assert(log.read(1, 0).contains(Seq(of("old", 1, 100), of("old", 2, 101))))
-    // A redelivery is the same record; offset 2 of the new topic is another record, by its id or,
-    // while the driver still names the old id, by its timestamp.
-    val polled = Seq(of("old", 1, 100), of("new", 2, 101), of("old", 2, 900))
-    assert(index.handedOver(2, slot = 0, polled).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
-    assert(index.handedOver(2, slot = 0, Seq(record(0, 2))).byEarlierRounds == Set(RecordCoordinates("t", 0, 2))) // ids unknown
-    write(log)(2, 0, Seq(record(0, 5))) // a file without ids
-    assert(log.prune(through = 2, Map(new TopicPartition("t", 0) -> 0L), Map("t" -> "new")) == 1)
-    assert(log.rounds().keySet == Set(2L))
+    def of(topicId: String, offset: Long) = record(0, offset).copy(topicId = Some(topicId))
+    write(log)(1, 0, Seq(of("old", 1), of("old", 2)))
+    assert(log.read(1, 0).contains(Seq(of("old", 1), of("old", 2))))
+    // A redelivery is the same record; offset 2 of the new topic is another record, by its id.
+    assert(index.deliveredBefore(2, Seq(of("old", 1), of("new", 2))) == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.deliveredBefore(2, Seq(record(0, 2))) == Set(RecordCoordinates("t", 0, 2))) // an id not known
+    write(log)(2, 0, Seq(of("new", 5)))
+    var asked = Set.empty[(String, String)]
+    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 0L), logged => {
+      asked = logged
+      logged.filter(_._2 == "old")
+    })
+    assert(asked == Set("t" -> "old", "t" -> "new"))
+    assert(remembered == 1 && log.rounds().keySet == Set(2L))
   }
 
   test("the executors' index finds records that earlier rounds handed over, and only those") {
@@ -80,10 +108,10 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     write(log)(1, 0, Seq(record(0, 1)))
     write(log)(2, 1, Seq(record(0, 2)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
-    assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
-    assert(index.handedOver(3, slot = 0, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)), Set.empty))
+    assert(index.deliveredBefore(2, candidates) == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
     log.delete(1)
-    assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 2)))
+    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 2)))
   }
 
   test("records user code released from a round's batch are not duplicates when they come back") {
@@ -94,28 +122,27 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     log.writeReleased(1, Seq(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3))) // marked again: replaces
     assert(log.read(1) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)))) // a replay still reads them all
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
-    assert(index.handedOver(2, slot = 0, candidates).byEarlierRounds == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.deliveredBefore(2, candidates) == Set(RecordCoordinates("t", 0, 1)))
     // Handed to Spark again in round 2 and not released: a later redelivery is a duplicate.
     write(log)(2, 0, Seq(record(0, 2, deliveryCount = 2)))
-    assert(index.handedOver(3, slot = 0, candidates).byEarlierRounds ==
-      Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
+    assert(index.deliveredBefore(3, candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
     log.writeReleased(4, Seq(RecordCoordinates("t", 0, 9)))
     log.writeReleased(4, Nil) // marked again without a release: no file left
     assert(log.rounds().get(4).forall(_.released.isEmpty))
   }
 
-  test("the index finds what other slots logged for the same round, not what this slot logged") {
+  test("the index finds what the given slots logged for a round, and a round's batch holds each record once") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)
     write(log)(4, 0, Seq(record(0, 1)))
-    write(log)(4, 1, Seq(record(0, 2)))
-    write(log)(3, 2, Seq(record(0, 3)))
+    write(log)(4, 1, Seq(record(0, 2), record(0, 1, deliveryCount = 2)))
+    write(log)(4, 2, Seq(record(0, 2, deliveryCount = 3), record(0, 3)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
-    assert(index.handedOver(4, slot = 1, candidates) == HandedOver(Set(RecordCoordinates("t", 0, 3)), Set(RecordCoordinates("t", 0, 1))))
-    write(log)(4, 2, Seq(record(0, 3))) // written while the round runs: seen at once, but round 3 had it first
-    write(log)(4, 3, Seq(record(0, 2)))
-    assert(index.handedOver(4, slot = 1, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
-    assert(index.handedOver(4, slot = 0, candidates).byOtherSlotsThisRound == Set(RecordCoordinates("t", 0, 2)))
+    assert(index.loggedBy(4, Seq(2), candidates) == Set(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3)))
+    assert(index.loggedBy(4, Seq(0, 1), candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
+    assert(index.loggedBy(4, Nil, candidates).isEmpty && index.loggedBy(4, Seq(5), candidates).isEmpty)
+    // Read back in a later run, a record two slots logged belongs to the lower slot.
+    assert(log.readBatch(4) == Map(0 -> Seq(record(0, 1)), 1 -> Seq(record(0, 2)), 2 -> Seq(record(0, 3))))
   }
 
   test("listing and reading a round while other slots write their files never fails") {
@@ -151,4 +178,34 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(log.rounds().map { case (round, files) => round -> files.slots.keySet } == Map(6L -> Set(0)))
     assert(log.read(6) == Map(0 -> Seq(record(0, 1))) && log.read(6, 1).isEmpty)
   }
+}
+
+/**
+ * The local file system under scheme `holding`, which holds two writers at each step where a check
+ * could let both through: once each has created its file, and at each check whether a file exists.
+ */
+final class HoldingFileSystem extends RawLocalFileSystem {
+  override def getUri: URI = URI.create(s"${HoldingFileSystem.Scheme}:///")
+
+  private def hold(): Unit = try HoldingFileSystem.barrier.get().await(5, SECONDS) catch {
+    case _: java.util.concurrent.TimeoutException | _: java.util.concurrent.BrokenBarrierException => // one writer only
+  }
+
+  override def create(f: Path, overwrite: Boolean, bufferSize: Int, replication: Short, blockSize: Long,
+      progress: Progressable): FSDataOutputStream = {
+    val out = super.create(f, overwrite, bufferSize, replication, blockSize, progress)
+    hold()
+    out
+  }
+
+  override def exists(f: Path): Boolean = {
+    val there = super.exists(f)
+    if (f.getName.endsWith(".json")) hold()
+    there
+  }
+}
+
+object HoldingFileSystem {
+  val Scheme = "holding"
+  val barrier = new java.util.concurrent.atomic.AtomicReference[java.util.concurrent.CyclicBarrier]()
 }

@@ -1,39 +1,27 @@
 package io.github.sparkkafkashare.acknowledgements
 
-/** Which of a slot's polled records the log says were handed to Spark already. */
-private[sparkkafkashare] final case class HandedOver(
-    byEarlierRounds: Set[RecordCoordinates],
-    byOtherSlotsThisRound: Set[RecordCoordinates])
 /**
- * An executor's view of the log, to drop redeliveries of records that an earlier round (or another
- * slot in the same round) already handed to Spark, unless user code RELEASEd them from that round's
- * batch (explicit mode: it asked for them again). Each check lists the log once; it reads the
- * earlier rounds it has not read yet (rounds already read are kept, and forgotten once pruned from
- * the log) and, afresh, the other slots' files of the slot's own round, which are still being written.
+ * An executor's view of the log, to drop redeliveries of records that an earlier round handed to
+ * Spark, unless user code RELEASEd them from that round's batch (explicit mode: it asked for them
+ * again), and to find what other slots logged for a slot's own round. Each check of earlier rounds
+ * lists the log once and reads the rounds it has not read yet (rounds already read are kept, and
+ * forgotten once pruned from the log).
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
   import DeliveredRecordsIndex.{ByCoordinates, byCoordinates, loggedIn}
 
   private var byRound = Map.empty[Long, ByCoordinates]
 
-  /**
-   * Those of `candidates` (polled records, as the round would log them) that a round before `round`
-   * handed to Spark, and, of the rest, those that another slot logged for `round` itself: an executor
-   * died with them, the broker gave them to this slot, and the other slot's retry reads them back from
-   * its log.
-   */
-  def handedOver(round: Long, slot: Int, candidates: Seq[LoggedRecord]): HandedOver =
-    if (candidates.isEmpty) HandedOver(Set.empty, Set.empty)
-    else {
-      val files = log.rounds()
-      val earlier = loggedIn(deliveredBefore(round, files), candidates)
-      val others = byCoordinates(files.get(round).toSeq.flatMap(_.slots.collect {
-        case (other, file) if other != slot => log.readFile(file)
-      }).flatten)
-      HandedOver(earlier, loggedIn(Seq(others), candidates) -- earlier)
-    }
+  /** Those of `candidates` (polled records, as the round would log them) that a round before `round` handed to Spark. */
+  def deliveredBefore(round: Long, candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
+    if (candidates.isEmpty) Set.empty else loggedIn(handedToSparkBefore(round, log.rounds()), candidates)
 
-  private def deliveredBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
+  /** Those of `candidates` that the given other `slots` logged for `round` (their files are read afresh). */
+  def loggedBy(round: Long, slots: Seq[Int], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
+    if (candidates.isEmpty || slots.isEmpty) Set.empty
+    else loggedIn(Seq(byCoordinates(slots.flatMap(log.read(round, _)).flatten)), candidates)
+
+  private def handedToSparkBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
     val logged = files.filter(_._1 < round)
     // A round's released file is written before its batch commits, so before any later round reads it.
     def handedToSpark(round: RoundFiles): ByCoordinates = {

@@ -3,6 +3,7 @@ package io.github.sparkkafkashare.acknowledgements
 import scala.jdk.CollectionConverters._
 
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
+import org.apache.kafka.common.TopicPartition
 
 /**
  * The records one share consumer acquired in one round, held unacknowledged until Spark commits
@@ -21,13 +22,16 @@ import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
  *                         renewal was refused): every evaluation of the round still returns them, since
  *                         the batch must read the same records each time, but nothing acknowledges them
  *                         here; the group delivers them again and the strategies that log rounds drop them
+ * @param topicIds         the id of the topic each partition's records were delivered under: a topic made
+ *                         again under its name reuses its offsets, so the records log tells records apart by it
  */
-private[sparkkafkashare] final class HeldRecords(
-    val round: Long,
-    val records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
-    val lockedSinceNanos: Long,
-    val hidden: Set[RecordCoordinates] = Set.empty,
-    val unlocked: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil) {
+private[sparkkafkashare] final case class HeldRecords(
+    round: Long,
+    records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+    lockedSinceNanos: Long,
+    hidden: Set[RecordCoordinates] = Set.empty,
+    unlocked: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil,
+    topicIds: Map[TopicPartition, String] = Map.empty) {
 
   /** What the round hands to Spark. */
   def visible: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
@@ -44,6 +48,9 @@ private[sparkkafkashare] final class HeldRecords(
     if (round <= committedThrough && marks.round <= round) marks.forRecord(round, r) else AcknowledgeType.RELEASE
 
   def size: Int = records.size()
+
+  /** The id of the topic `r` was delivered under, if the poll that returned it told. */
+  def topicIdOf(r: ConsumerRecord[_, _]): Option[String] = topicIds.get(new TopicPartition(r.topic(), r.partition()))
 }
 private[sparkkafkashare] object HeldRecords {
   val NoRound: Long = -1L

@@ -2,14 +2,13 @@ package io.github.sparkkafkashare.acknowledgements
 
 import java.io.{FileNotFoundException, IOException}
 import java.nio.charset.StandardCharsets.UTF_8
-import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.ObjectMapper
 import io.github.sparkkafkashare.options.Parsing
-import org.apache.hadoop.fs.{CommonPathCapabilities, FSDataInputStream, FileAlreadyExistsException, FileStatus, FileSystem, Path}
+import org.apache.hadoop.fs.{FSDataInputStream, FileStatus, FileSystem, Path}
 import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
@@ -44,20 +43,13 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   @transient private lazy val root = new Path(dir)
   @transient private lazy val fs: FileSystem = root.getFileSystem(hadoopConf.value)
-  /**
-   * Whether a file only appears, whole, when its stream is closed, and can be abandoned instead (S3A
-   * says so; it is what Spark's own abortable-stream checkpoint manager requires). There a file is
-   * written in place with one request, where a rename would be a copy and a delete.
-   */
-  @transient private lazy val filesAppearWhole = fs.hasPathCapability(root, CommonPathCapabilities.ABORTABLE_STREAM)
+  @transient private lazy val files = new LogFiles(fs, root)
 
   /**
    * Logs `records` as what the slot's `round` handed to Spark, unless a file for it is there already:
-   * the first writer wins, so every evaluation of a batch agrees on its records. Returns None when
-   * this call wrote the file, or the records of the file that was there. Readers never see part of a
-   * file. Two writers that start together are told apart as Spark's own offset log tells its writers
-   * apart on the same file system: atomically on HDFS and where files appear whole (S3A), and on a
-   * local file system by a check just before the rename.
+   * the first writer wins, atomically ([[LogFiles]]), so every evaluation of a batch agrees on its
+   * records. Returns None when this call wrote the file, or the records of the file that was there.
+   * Readers never see part of a file.
    *
    * @param fence throws if the writer may no longer log (its query run stopped): called just before
    *              the file appears, so that a task that outlived its run does not log a round that the
@@ -65,19 +57,8 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    */
   def writeFirst(round: Long, slot: Int, records: Seq[LoggedRecord], fence: () => Unit): Option[Seq[LoggedRecord]] = {
     val target = slotFile(round, slot)
-    val json = RoundRecordsLog.toJson(records).getBytes(UTF_8)
-    val written =
-      if (filesAppearWhole) {
-        fence()
-        try { writeInPlace(target, json, overwrite = false); true } catch { case _: FileAlreadyExistsException => false }
-      } else {
-        val temporary = writeTemporary(target, json)
-        try fence() catch { case NonFatal(e) => fs.delete(temporary, false); throw e }
-        val renamed = !fs.exists(target) && fs.rename(temporary, target)
-        if (!renamed) fs.delete(temporary, false)
-        renamed
-      }
-    if (written) None else Some(read(round, slot).getOrElse(throw new IOException(s"$target vanished while it was written")))
+    if (files.createFirst(target, RoundRecordsLog.toJson(records).getBytes(UTF_8), fence)) None
+    else Some(read(round, slot).getOrElse(throw new IOException(s"$target vanished while it was written")))
   }
 
   /**
@@ -86,51 +67,21 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    */
   def writeReleased(round: Long, released: Seq[RecordCoordinates]): Unit =
     if (released.isEmpty) fs.delete(releasedFile(round), false)
-    else replace(releasedFile(round), RoundRecordsLog.toJson(released.map(LoggedRecord(_, ReleasedMark))))
-
-  private def replace(target: Path, content: String): Unit = {
-    val json = content.getBytes(UTF_8)
-    if (filesAppearWhole) writeInPlace(target, json, overwrite = true)
-    else {
-      val temporary = writeTemporary(target, json)
-      if (fs.exists(target)) fs.delete(target, false)
-      if (!fs.rename(temporary, target)) throw new IOException(s"could not rename $temporary to $target")
-    }
-  }
-
-  /**
-   * Writes `target` in place, where files appear whole. S3A's "performance" create skips probing the
-   * path for a directory (the log never makes one there), and with it the check for an existing file,
-   * so it is used only to overwrite.
-   */
-  private def writeInPlace(target: Path, json: Array[Byte], overwrite: Boolean): Unit = {
-    val out = fs.createFile(target).overwrite(overwrite).opt("fs.s3a.create.performance", overwrite).build()
-    try out.write(json) catch { case NonFatal(e) => out.abort(); throw e }
-    out.close()
-  }
-
-  /** A file beside `target`, holding `json`, for a rename to put in place whole. */
-  private def writeTemporary(target: Path, json: Array[Byte]): Path = {
-    val temporary = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
-    val out = fs.create(temporary, true)
-    try out.write(json) finally out.close()
-    temporary
-  }
+    else files.replace(releasedFile(round), RoundRecordsLog.toJson(released.map(LoggedRecord(_, ReleasedMark))).getBytes(UTF_8))
 
   /**
    * Every round's files in the log. Where files appear whole, one recursive listing
-   * (on an object store, one request while the log is small). Elsewhere files are renamed into
-   * place (a temporary file renamed over the slot's file), so a file can vanish while it is listed:
-   * there the log is listed round by round, which skips such files (a recursive listing of the local
-   * file system fails on them).
+   * (on an object store, one request while the log is small). Elsewhere files are put in place from
+   * temporary files, which vanish once in place, maybe while they are listed: there the log is listed
+   * round by round, which skips such files (a recursive listing of the local file system fails on them).
    */
   def rounds(): Map[Long, RoundFiles] =
     try {
-      val files =
-        if (filesAppearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
+      val listed =
+        if (files.appearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
         else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
-      files.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map { case (round, listed) =>
-        val named = listed.map { case (_, f) => f.getPath.getName -> f }.toMap
+      listed.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map { case (round, inRound) =>
+        val named = inRound.map { case (_, f) => f.getPath.getName -> f }.toMap
         val slots = named.flatMap { case (name, f) =>
           Some(name).filter(_.endsWith(".json")).flatMap(name => Parsing.int(name.stripSuffix(".json"))).map(_ -> f)
         }
@@ -144,6 +95,22 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
   /** The records of each slot that wrote a file for `round`. */
   def read(round: Long): Map[Int, Seq[LoggedRecord]] =
     rounds().get(round).fold(Map.empty[Int, Seq[LoggedRecord]])(_.slots.map { case (slot, file) => slot -> readFile(file) })
+
+  /**
+   * The records of `round`'s batch, by slot, each record once. Two slots' files can name one record:
+   * the first slot's lock lapsed before its file was there, and the second acquired it. The run that
+   * ran the round gave it to the slot the driver heard from first; read back in a later run, it goes to
+   * the lower slot. Either way the batch holds it once, and a sink that already committed the batch
+   * skips it whole.
+   */
+  def readBatch(round: Long): Map[Int, Seq[LoggedRecord]] = {
+    val taken = scala.collection.mutable.Map.empty[RecordCoordinates, List[LoggedRecord]]
+    read(round).toSeq.sortBy(_._1).map { case (slot, records) =>
+      val own = records.filterNot(r => taken.getOrElse(r.coordinates, Nil).exists(_.sameAs(r)))
+      records.foreach(r => taken(r.coordinates) = r :: taken.getOrElse(r.coordinates, Nil))
+      slot -> own
+    }.toMap
+  }
 
   /** The records the slot logged for `round`, if it wrote a file. */
   def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
@@ -164,19 +131,25 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   /**
    * Deletes the files of rounds up to `through` whose every record Kafka will never deliver again: it
-   * lies below its share-partition's start offset, or its topic now has another id (deleted and made
-   * again); returns how many records the log still remembers.
+   * lies below its share-partition's start offset, or its topic is gone (deleted, and maybe made again
+   * under its name with another id); returns how many records the log still remembers.
+   *
+   * @param topicsGone of the (topic, id) pairs the log names, those whose topic is gone
    */
-  def prune(through: Long, startOffsets: Map[TopicPartition, Long], topicIds: Map[String, String]): Long =
-    rounds().filter(_._1 <= through).map { case (round, files) =>
-      val live = files.slots.values.flatMap(readFile).count { r =>
+  def prune(through: Long, startOffsets: Map[TopicPartition, Long], topicsGone: Set[(String, String)] => Set[(String, String)])
+      : Long = {
+    val logged = rounds().filter(_._1 <= through).map { case (round, files) => round -> files.slots.values.flatMap(readFile) }
+    val gone = topicsGone(logged.values.flatten.flatMap(r => r.topicId.map(r.coordinates.topic -> _)).toSet)
+    logged.map { case (round, records) =>
+      val live = records.count { r =>
         val c = r.coordinates
-        val sameTopic = r.topicId.forall(id => topicIds.get(c.topic).forall(_ == id))
-        sameTopic && startOffsets.get(new TopicPartition(c.topic, c.partition)).forall(c.offset >= _)
+        !r.topicId.exists(id => gone.contains(c.topic -> id)) &&
+          startOffsets.get(new TopicPartition(c.topic, c.partition)).forall(c.offset >= _)
       }
       if (live == 0) delete(round)
       live.toLong
     }.sum
+  }
 }
 private[sparkkafkashare] object RoundRecordsLog {
   private val mapper = new ObjectMapper()
@@ -184,17 +157,15 @@ private[sparkkafkashare] object RoundRecordsLog {
   /** The delivery count written for released records: the driver's marks do not carry it. */
   private val ReleasedMark = 0
 
-  /** `{"records": [[topic, partition, offset, deliveryCount, topicId, timestamp], ...]}`, null where unknown. */
+  /** `{"records": [[topic, partition, offset, deliveryCount, topicId], ...]}`, null where unknown. */
   def toJson(records: Seq[LoggedRecord]): String = mapper.writeValueAsString(Map("records" -> records.map { r =>
-    Seq[Any](r.coordinates.topic, r.coordinates.partition, r.coordinates.offset, r.deliveryCount,
-      r.topicId.orNull, r.timestamp.map(Long.box).orNull).asJava
+    Seq[Any](r.coordinates.topic, r.coordinates.partition, r.coordinates.offset, r.deliveryCount, r.topicId.orNull).asJava
   }.asJava).asJava)
 
   def fromJson(json: String): Seq[LoggedRecord] = try {
     mapper.readTree(json).get("records").elements().asScala.map { r =>
-      def known(i: Int) = Option(r.get(i)).filterNot(_.isNull)
       LoggedRecord(RecordCoordinates(r.get(0).asText(), r.get(1).asInt(), r.get(2).asLong()), r.get(3).asInt(),
-        known(4).map(_.asText()), known(5).map(_.asLong()))
+        Option(r.get(4)).filterNot(_.isNull).map(_.asText()))
     }.toSeq
   } catch {
     case NonFatal(e) => throw new IllegalStateException(s"Unreadable kafka-share round file: ${e.getMessage}", e)

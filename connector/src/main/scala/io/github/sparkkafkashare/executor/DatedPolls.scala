@@ -4,7 +4,9 @@ import java.time.Duration
 import java.util.concurrent.atomic.AtomicLong
 
 import io.github.sparkkafkashare.acknowledgements.HeldRecords
+import io.github.sparkkafkashare.clients.ClientTopicIds
 import org.apache.kafka.clients.consumer.{ConsumerRecord, KafkaShareConsumer}
+import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.errors.GroupMaxSizeReachedException
 import org.apache.spark.internal.Logging
 
@@ -57,7 +59,8 @@ private[executor] final class DatedPolls(consumer: KafkaShareConsumer[Array[Byte
         groupFull = true
         DatedPolls.warnTurnedAway(key, e)
     }
-    val dated = new HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos)
+    val topicIds = if (list.isEmpty) Map.empty[TopicPartition, String] else ClientTopicIds.ofLastPoll(consumer)
+    val dated = HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos, topicIds = topicIds)
     fetching = list.isEmpty
     if (list.isEmpty) bufferEmptySinceNanos = startedAt
     dated

@@ -15,7 +15,6 @@ import org.apache.spark.sql.connector.read.InputPartition
  *                         consumer elsewhere that still holds records of its slot was left behind
  * @param poll             false for a round that only settles (a replayed batch after a restart,
  *                         or the closing round of Trigger.AvailableNow)
- * @param topicIds         the ids of `topics` as the driver last read them, logged with the records
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
  * @param groupLimits      the group's limits as the driver last read them: whether the slot renews
  *                         locks, and their duration until the broker reports it
@@ -29,7 +28,6 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     homes: Map[Int, String],
     poll: Boolean,
     topics: Set[String],
-    topicIds: Map[String, String],
     consumerConfig: Map[String, String],
     includeHeaders: Boolean,
     pollTimeoutMs: Long,

@@ -4,9 +4,10 @@ import java.time.Duration
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, HandedOver, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics, TaskCounts}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
+import org.apache.kafka.common.TopicPartition
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
@@ -64,7 +65,7 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           case Some(log) => log.read(partition.round, partition.slot) match {
             // The attempt that polled failed before checking and logging them (it counted them).
             case None => dropDuplicatesAndLog(log, held)
-            case Some(logged) => returnLogged(logged, held)
+            case Some(logged) => returnLogged(log, logged, held)
           }
           case None => toRows(held)
         }
@@ -105,46 +106,72 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     Map(KafkaShareCountMetric.Acquired -> records.size.toLong,
       KafkaShareCountMetric.Redelivered -> records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1).toLong)
 
+  /**
+   * Drops redeliveries of records that earlier rounds handed to Spark (ACCEPTed at once), logs the
+   * rest, and returns the rows of what the batch takes from this slot. The first evaluation of the
+   * slot's round to log decides what the slot hands over; of that, a record that a slot which logged
+   * the round before this one names too stays held but out of the rows (its lock lapsed while the
+   * other slot's file was being written, and the other slot acquired it again).
+   */
   private def dropDuplicatesAndLog(
       log: RoundRecordsLog,
       polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] = {
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
-    val HandedOver(earlier, thisRound) = DeliveredRecordsIndex.forRun(partition.runId, log)
-      .handedOver(partition.round, partition.slot, polled.asScala.map(loggedRecord).toSeq)
-    val kept = if (earlier.isEmpty && thisRound.isEmpty) polled else slot.dropDuplicates(partition.round, earlier, thisRound)
-    counts.add(_.deduplicated, earlier.size + thisRound.size)
-    counts.add(_.accepted, earlier.size) // dropDuplicates ACCEPTed these; this round's are settled with the round
+    val delivered = DeliveredRecordsIndex.forRun(partition.runId, log)
+      .deliveredBefore(partition.round, loggedRecords(polled))
+    val kept = if (delivered.isEmpty) polled else slot.acceptDelivered(partition.round, delivered)
+    counts.add(_.deduplicated, delivered.size)
+    counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTed these
     // Even none: an evaluation of this round elsewhere must find none too.
     val fence = () => KafkaSharePartitionReader.fenceLateAttempt(partition.runId, partition.slot, partition.round)
-    log.writeFirst(partition.round, partition.slot, kept.asScala.map(loggedRecord).toSeq, fence)
-      .fold(toRows(kept))(returnLogged(_, kept))
+    val logged = loggedRecords(kept)
+    log.writeFirst(partition.round, partition.slot, logged, fence) match {
+      case None =>
+        val others = KafkaSharePartitionReader.loggedFirstElsewhere(log, partition, logged)
+        counts.add(_.deduplicated, others.size)
+        toRows(if (others.isEmpty) kept else slot.hide(partition.round, others))
+      case Some(first) => returnLogged(log, first, kept)
+    }
   }
 
   /**
-   * The rows of the slot's round as the log holds them. Records this consumer holds for the round
-   * that the log does not name were never the batch's: they are RELEASEd, and the logged records are
-   * read back by their coordinates (the consumer that acquired them settles them, or they come back
-   * and are dropped as delivered).
+   * The rows of the slot's round as its log file holds them, less what slots that logged the round
+   * before it hand over. Records this consumer holds for the round that the file does not name were
+   * never the batch's: they are RELEASEd, and the batch's records read back by their coordinates (the
+   * consumer that acquired them settles them, or they come back and are dropped as delivered).
    */
   private def returnLogged(
+      log: RoundRecordsLog,
       logged: Seq[LoggedRecord],
-      held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
-    if (logged.map(_.coordinates).toSet == held.asScala.map(RecordCoordinates.of).toSet) toRows(held)
-    else {
+      held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] = {
+    val others = KafkaSharePartitionReader.loggedFirstElsewhere(log, partition, logged)
+    val batch = logged.filterNot(r => others.contains(r.coordinates))
+    val (batchSet, heldSet) = (batch.map(_.coordinates).toSet, held.asScala.map(RecordCoordinates.of).toSet)
+    if (batchSet == heldSet) toRows(held)
+    else if (batchSet.subsetOf(heldSet) && (heldSet -- batchSet).subsetOf(others)) {
+      counts.add(_.deduplicated, heldSet.size - batchSet.size)
+      toRows(slot.hide(partition.round, heldSet -- batchSet))
+    } else {
       logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
         s"records than the ${held.size} this consumer holds; those are released and the logged ones read back.")
       counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout).size)
-      val readBack = new KafkaShareReplayReader(partition.round, partition.slot, logged, partition.consumerConfig,
+      val readBack = new KafkaShareReplayReader(partition.round, partition.slot, batch, partition.consumerConfig,
         partition.includeHeaders, counts)
       Iterator.continually(readBack.next()).takeWhile(identity).map(_ => readBack.get())
     }
+  }
 
   private def toRows(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
     records.iterator().asScala.map(r => KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r)))
 
-  private def loggedRecord(r: ConsumerRecord[Array[Byte], Array[Byte]]): LoggedRecord = LoggedRecord(
-    RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r), partition.topicIds.get(r.topic()), Some(r.timestamp()))
+  /** The round's records as the log names them, with the ids of the topics the broker delivered them under. */
+  private def loggedRecords(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Seq[LoggedRecord] = {
+    val topicIds = slot.topicIds(partition.round)
+    records.asScala.toSeq.map { r =>
+      LoggedRecord(RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r), topicIds.get(new TopicPartition(r.topic(), r.partition())))
+    }
+  }
 
   private var current: InternalRow = _
 
@@ -173,4 +200,18 @@ private[sparkkafkashare] object KafkaSharePartitionReader {
     case ended => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId is not running " +
       s"($ended), so its records are not logged; its consumer gives them back to the group.")
   }
+
+  /**
+   * Of `records`, which the slot logged for its round, those that a slot which told the driver it
+   * logged the round before this one names too: the batch takes them from that slot. The driver
+   * orders the slots as they tell it, after their files are written, so each slot reads the files of
+   * those before it and none reads a file that is not whole. Without the driver's order (another copy
+   * of the connector answers) none are found: the batch may then hold such a record twice.
+   */
+  def loggedFirstElsewhere(log: RoundRecordsLog, partition: KafkaShareInputPartition, records: Seq[LoggedRecord])
+      : Set[RecordCoordinates] =
+    if (records.isEmpty) Set.empty
+    else QueryRunRegistry.loggedBefore(partition.runId, partition.round, partition.slot).fold(Set.empty[RecordCoordinates]) {
+      slots => DeliveredRecordsIndex.forRun(partition.runId, log).loggedBy(partition.round, slots, records)
+    }
 }

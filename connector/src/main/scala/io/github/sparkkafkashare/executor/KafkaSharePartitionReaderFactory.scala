@@ -35,9 +35,14 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
    * this JVM (its executor died, or Spark ran this task elsewhere). They are read back by their
    * coordinates, so every evaluation of a batch holds the same records. The consumer that holds them
    * settles them when its slot next runs there; if it died, they come back once their locks expire
-   * and are dropped as duplicates.
+   * and are dropped as duplicates. Records that a slot which logged the round first names too are
+   * that slot's to hand over.
    */
   private def loggedElsewhere(p: KafkaShareInputPartition): Option[Seq[LoggedRecord]] =
-    recordsLog.filter(_ => p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round))
-      .flatMap(_.read(p.round, p.slot))
+    recordsLog.filter(_ => p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round)).flatMap { log =>
+      log.read(p.round, p.slot).map { logged =>
+        val others = KafkaSharePartitionReader.loggedFirstElsewhere(log, p, logged)
+        logged.filterNot(r => others.contains(r.coordinates))
+      }
+    }
 }

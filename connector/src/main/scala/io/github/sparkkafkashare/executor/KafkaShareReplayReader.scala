@@ -6,6 +6,7 @@ import java.util.concurrent.TimeUnit.MILLISECONDS
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
+import io.github.sparkkafkashare.clients.ClientTopicIds
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.TaskCounts
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
@@ -36,7 +37,7 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
 
   private val rows: Iterator[InternalRow] = {
     val wanted = records.map(_.coordinates)
-    val found = if (wanted.isEmpty) Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] else readBack(wanted.toSet)
+    val found = if (records.isEmpty) Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] else readBack(records)
     val missing = wanted.filterNot(found.contains)
     if (missing.nonEmpty) {
       throw KafkaShareErrors.replayRecordsGone(round, missing.sortBy(c => (c.topic, c.partition, c.offset))
@@ -46,7 +47,13 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
     records.iterator.map(r => KafkaShareRows.toRow(found(r.coordinates), includeHeaders, r.deliveryCount))
   }
 
-  private def readBack(wanted: Set[RecordCoordinates]): Map[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] = {
+  /**
+   * The logged records still there, by coordinates. A topic made again under its name reuses the old
+   * one's offsets, so records are read only from topics whose id, as the consumer knew it once it
+   * had read them, is the logged one: ids never come back, so the records read came from that topic.
+   */
+  private def readBack(logged: Seq[LoggedRecord]): Map[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] = {
+    val wanted = logged.map(_.coordinates).toSet
     val consumer = newConsumer()
     try {
       val timeout = Duration.ofMillis(timeoutMs)
@@ -78,7 +85,9 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
           if (wanted.contains(c)) found(c) = r
         }
       }
-      found.toMap
+      val ids = ClientTopicIds.known(consumer)
+      val madeAgain = logged.collect { case LoggedRecord(c, _, Some(id)) if !ids.get(c.topic).contains(id) => c }.toSet
+      found.toMap -- madeAgain
     } catch {
       case e: TimeoutException => throw unreachable(e)
       case e: KafkaException => throw KafkaShareErrors.refusal(bootstrapServers, action, e).getOrElse(e)

@@ -54,6 +54,6 @@ private[executor] object RecordLockRenewal extends Logging {
     }
     val stillLocked = back.asScala.map(RecordCoordinates.of).toSet
     val notRenewed = records.records.asScala.filterNot(r => stillLocked.contains(RecordCoordinates.of(r)))
-    new HeldRecords(records.round, back, renewedAt, records.hidden, records.unlocked ++ notRenewed)
+    records.copy(records = back, lockedSinceNanos = renewedAt, unlocked = records.unlocked ++ notRenewed)
   }
 }

@@ -9,6 +9,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
+import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException}
 import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.internal.Logging
@@ -168,24 +169,38 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   }
 
   /**
-   * Takes out of what the round hands to Spark the records Spark already has: redeliveries of
-   * records an earlier round handed to Spark are ACCEPTed at once (the `checkpoint-dedup` and
-   * `two-phase-commit` strategies drop them); records another slot logged for this same round (its
-   * consumer lost them with its executor, and its retry reads them back from the log) stay held,
-   * hidden, and are settled with the round. Returns the rest.
+   * Takes redeliveries of records an earlier round handed to Spark out of what `round` hands to Spark,
+   * and ACCEPTs them at once (the `checkpoint-dedup` and `two-phase-commit` strategies drop them).
+   * Returns the rest.
    */
-  def dropDuplicates(round: Long, deliveredEarlier: Set[RecordCoordinates], loggedThisRound: Set[RecordCoordinates])
+  def acceptDelivered(round: Long, delivered: Set[RecordCoordinates])
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
-    val records = held.filter(_.round == round).getOrElse(throw new IllegalStateException(s"round $round is not held"))
-    val (accepted, kept) = records.records.asScala.partition(r => deliveredEarlier.contains(RecordCoordinates.of(r)))
+    val records = heldRound(round)
+    val (accepted, kept) = records.records.asScala.partition(r => delivered.contains(RecordCoordinates.of(r)))
     accepted.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
-    val remaining = new HeldRecords(round, new java.util.ArrayList(kept.asJava), records.lockedSinceNanos,
-      records.hidden ++ loggedThisRound, records.unlocked)
+    val remaining = records.copy(records = new java.util.ArrayList(kept.asJava))
     held = Some(remaining) // before the flush: if it fails, the accepted ones are no longer this round's to settle
     // Sent now: they wait for no batch, and their locks would run on while this round's batch runs.
     if (accepted.nonEmpty) flush(ShareConsumerPool.CloseTimeout)
     remaining.visible
   }
+
+  /**
+   * Keeps `loggedByOthers` held but out of what `round` hands to Spark: another slot logged them for
+   * this same round first, and its batch holds them. They are settled with the round. Returns the rest.
+   */
+  def hide(round: Long, loggedByOthers: Set[RecordCoordinates]): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
+    withConsumer {
+      val records = heldRound(round)
+      held = Some(records.copy(hidden = records.hidden ++ loggedByOthers))
+      held.get.visible
+    }
+
+  /** The ids of the topics whose records `round` acquired, as the broker delivered them. */
+  def topicIds(round: Long): Map[TopicPartition, String] = held.filter(_.round == round).fold(Map.empty[TopicPartition, String])(_.topicIds)
+
+  private def heldRound(round: Long): HeldRecords =
+    held.filter(_.round == round).getOrElse(throw new IllegalStateException(s"round $round is not held"))
 
   /**
    * Releases what the given round acquired, and returns it: no batch reads those records (another
@@ -227,7 +242,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       subscribed = topics
     }
     val polled =
-      if (subscribed.isEmpty) new HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
+      if (subscribed.isEmpty) HeldRecords(round, new java.util.ArrayList(), System.nanoTime())
       else acquiredAhead.getOrElse {
         val wait = if (polledOnce) timeout else firstPollTimeout(timeout)
         polledOnce = true
@@ -236,7 +251,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     acquiredAhead = None
     val locked = if (renewDue(polled)) RecordLockRenewal.renew(consumer, key.slot, polled, flush, outcomes) else polled
     // Not handed to Spark yet, so records whose renewal was refused are simply left out.
-    held = Some(new HeldRecords(round, locked.records, locked.lockedSinceNanos))
+    held = Some(locked.copy(round = round, hidden = Set.empty, unlocked = Nil))
     // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
     logDebug(s"Slot ${key.slot}, round $round: acquired ${locked.size} records")
     locked.records

@@ -44,12 +44,6 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
   }
 
-  /**
-   * The id of each of `topics` that exists, as last described (every [[PartitionsRefreshNanos]] at
-   * most, or when the topics change): a topic deleted and made again under its name gets another.
-   */
-  def topicIds(topics: Set[String]): Map[String, String] = describe(topics).ids
-
   /** How many partitions the subscribed topics had when last described (every [[PartitionsRefreshNanos]] at most). */
   def partitionCount: Option[Int] = described.map(_.partitions.size)
 
@@ -99,10 +93,7 @@ private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPre
         topics.forall(topic => d.partitions.exists(_.topic() == topic))
     }
     current.getOrElse {
-      val descriptions = admin.describeTopics(topics)
-      val fresh = DescribedTopics(topics,
-        descriptions.flatMap(ShareGroupAdmin.partitionsOf).toSet,
-        descriptions.map(d => d.name() -> d.topicId().toString).toMap, now)
+      val fresh = DescribedTopics(topics, admin.partitionsOf(topics).toSet, now)
       described = Some(fresh)
       fresh
     }
@@ -118,5 +109,5 @@ private[sparkkafkashare] object Backlog {
 
   val PartitionsRefreshNanos: Long = TimeUnit.SECONDS.toNanos(5)
 
-  private final case class DescribedTopics(topics: Set[String], partitions: Set[TopicPartition], ids: Map[String, String], at: Long)
+  private final case class DescribedTopics(topics: Set[String], partitions: Set[TopicPartition], at: Long)
 }

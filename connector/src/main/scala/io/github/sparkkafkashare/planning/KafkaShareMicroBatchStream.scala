@@ -67,7 +67,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId),
     () => TimeUnit.MILLISECONDS.toNanos(group.groupLimits.lockDurationMs))
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
-  private val subscribed = new SubscribedTopics(admin, backlog, options.subscription)
+  private val subscribed = new SubscribedTopics(admin, options.subscription)
   private val policy = new RoundPolicy(counters, backlog, outage, subscribed, slotLocations, runId,
     triggersBackToBack = query.exists(_.runsBackToBack))
   private val redeliveryWarnings = new RedeliveryWarnings(options.groupId, KafkaShareSourceOptions.LockTimeoutMs)
@@ -158,7 +158,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       // task did not run since (foreachBatch left part of a batch unread).
       val heldRound = lastRead.get(slot).map(_.round).filter(_ <= committedThrough).getOrElse(committedThrough)
       val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(heldRound),
-        known, poll, subscribed.topics, subscribed.ids, group.consumerConfig, options.includeHeaders, pollTimeoutMs,
+        known, poll, subscribed.topics, group.consumerConfig, options.includeHeaders, pollTimeoutMs,
         group.groupLimits, location)
       partition.currentLocation = () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
@@ -176,7 +176,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * batch's run from its partitions.
    */
   private def replayPartitions(round: Long): Array[InputPartition] = {
-    val logged = recordsLog.map(_.read(round)).getOrElse(Map.empty)
+    val logged = recordsLog.map(_.readBatch(round)).getOrElse(Map.empty)
     logInfo(s"Two-phase commit: round $round is re-run with the ${logged.values.map(_.size).sum} records it logged.")
     val slots = if (logged.isEmpty) Map(0 -> Seq.empty[LoggedRecord]) else logged
     slots.toSeq.sortBy(_._1).map { case (slot, records) =>
@@ -197,15 +197,15 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   /**
-   * Forgets logged records that lie below their share-partition's start offset, or whose topic was
-   * made again (Kafka never delivers those again), at most every [[RecordsLogPruneNanos]]; keeps the remembered count.
+   * Forgets logged records that lie below their share-partition's start offset, or whose topic is
+   * gone (Kafka never delivers those again), at most every [[RecordsLogPruneNanos]]; keeps the remembered count.
    */
   private def pruneRecordsLog(): Unit = recordsLog.foreach { log =>
     if (dedupPruned.forall(System.nanoTime() - _ > RecordsLogPruneNanos)) {
       dedupPruned = Some(System.nanoTime())
       try {
         val startOffsets = admin.partitionStates().map { case (tp, s) => tp -> s.startOffset() }
-        dedupState = Some(log.prune(committedRound, startOffsets, subscribed.ids))
+        dedupState = Some(log.prune(committedRound, startOffsets, admin.topicsGone))
       }
       catch { case NonFatal(e) => logWarning(s"Could not prune the records log in ${log.dir}", e) }
     }

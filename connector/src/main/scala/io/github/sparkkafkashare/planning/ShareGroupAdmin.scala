@@ -10,9 +10,9 @@ import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeExce
 import io.github.sparkkafkashare.executor.GroupLimits
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Parsing, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo, TopicDescription}
-import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicPartition}
+import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicCollection, TopicPartition, Uuid}
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicOrPartitionException}
+import org.apache.kafka.common.errors.{GroupIdNotFoundException, RetriableException, UnknownTopicIdException, UnknownTopicOrPartitionException}
 import org.apache.spark.internal.Logging
 
 /**
@@ -191,6 +191,24 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     else admin.describeTopics(topics.asJavaCollection).topicNameValues().asScala.toSeq.flatMap {
       case (topic, future) => awaitIfExists(s"describing topic '$topic'", future)
     }
+
+  /**
+   * Of `logged` topics (name and id), those that are gone: the cluster knows no topic of that id, and
+   * the name names another topic now, or none. Asked by id, a broker that has yet to learn that a
+   * topic was deleted still knows it, so a topic is never taken as gone early.
+   */
+  def topicsGone(logged: Set[(String, String)]): Set[(String, String)] = {
+    if (logged.isEmpty) return Set.empty
+    val byId = admin.describeTopics(TopicCollection.ofTopicIds(logged.map(t => Uuid.fromString(t._2)).asJava)).topicIdValues()
+    // Not await: Kafka takes an unknown id for metadata not yet propagated (retriable), not for an outage.
+    val unknown = logged.filter { case (_, id) =>
+      try { byId.get(Uuid.fromString(id)).get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS); false } catch {
+        case e: ExecutionException if e.getCause.isInstanceOf[UnknownTopicIdException] => true
+      }
+    }
+    val now = describeTopics(unknown.map(_._1)).map(d => d.name() -> d.topicId().toString).toMap
+    unknown.filterNot { case (topic, id) => now.get(topic).contains(id) }
+  }
 
   /** The log end offset of each partition. */
   def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())

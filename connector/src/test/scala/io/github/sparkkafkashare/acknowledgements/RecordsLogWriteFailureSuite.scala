@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.acknowledgements
 
-import java.io.IOException
+import java.io.{ByteArrayOutputStream, IOException, OutputStream}
 import java.net.URI
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
@@ -13,7 +13,8 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.LocalKafka.bootstrap
-import org.apache.hadoop.fs.{Path, RawLocalFileSystem}
+import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
+import org.apache.hadoop.util.Progressable
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec
 import org.apache.kafka.clients.consumer.KafkaShareConsumer
 import org.apache.kafka.common.TopicPartition
@@ -154,21 +155,37 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
 }
 
 /**
- * The local file system under scheme `failing-once`, whose first rename of a round's slot file that
- * logs records fails, as a write to a checkpoint's storage can. What that file held is kept.
+ * The local file system under scheme `failing-once`, whose first write of a round's slot file that
+ * logs records fails as its content is stored, as a write to a checkpoint's storage can. What that
+ * file was to hold is kept.
  */
 final class FailingOnceFileSystem extends RawLocalFileSystem {
   override def getUri: URI = URI.create(s"${FailingOnceFileSystem.Scheme}:///")
 
-  override def rename(src: Path, dst: Path): Boolean = {
-    if (dst.getParent.getParent.getName == "kafka-share-rounds" && dst.getName.matches("\\d+\\.json")) {
-      val records = RoundRecordsLog.fromJson(new String(Files.readAllBytes(pathToFile(src).toPath), UTF_8))
-      if (records.nonEmpty && FailingOnceFileSystem.failed.compareAndSet(null, (dst, records))) {
-        FailingOnceFileSystem.beforeFailing.get()(pathToFile(dst).toPath)
-        throw new IOException(s"injected: the checkpoint's storage refused $dst")
-      }
+  override def create(f: Path, overwrite: Boolean, bufferSize: Int, replication: Short, blockSize: Long,
+      progress: Progressable): FSDataOutputStream = {
+    val out = super.create(f, overwrite, bufferSize, replication, blockSize, progress)
+    // A slot file is put in place from a temporary file beside it: .<slot>.json.<uuid>.tmp
+    val slotFile = "\\.(\\d+\\.json)\\..*\\.tmp".r
+    (f.getName, Option(f.getParent).flatMap(p => Option(p.getParent)).map(_.getName).orNull) match {
+      case (slotFile(name), "kafka-share-rounds") =>
+        val written = new ByteArrayOutputStream()
+        new FSDataOutputStream(new OutputStream {
+          override def write(b: Int): Unit = written.write(b)
+          override def write(b: Array[Byte], off: Int, len: Int): Unit = written.write(b, off, len)
+          override def close(): Unit = {
+            val records = RoundRecordsLog.fromJson(new String(written.toByteArray, UTF_8))
+            val dst = new Path(f.getParent, name)
+            if (records.nonEmpty && FailingOnceFileSystem.failed.compareAndSet(null, (dst, records))) {
+              out.close()
+              FailingOnceFileSystem.beforeFailing.get()(pathToFile(dst).toPath)
+              throw new IOException(s"injected: the checkpoint's storage refused $dst")
+            }
+            try out.write(written.toByteArray) finally out.close()
+          }
+        }, null)
+      case _ => out
     }
-    super.rename(src, dst)
   }
 }
 

@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
-import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
+import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, RpcTimeoutException, ThreadSafeRpcEndpoint}
 import org.apache.spark.util.RpcUtils
 
 /**
@@ -60,6 +60,7 @@ object QueryRunRegistry extends Logging {
   // own class loader, which does not see the connector's jar (a class of ours there kills the executor).
   private val LookUp = "kafka-share-look-up"
   private val CountedOutsideTasks = "kafka-share-counted-outside-tasks"
+  private val Logged = "kafka-share-logged"
   private val StoppedReply = "stopped"
   private val NoMarks = RoundMarks(-1L, Map.empty)
   /** How many stopped runs the driver remembers, the latest ones: an application may start queries for days. */
@@ -77,6 +78,8 @@ object QueryRunRegistry extends Logging {
     val countedOutsideTasks = new ConcurrentHashMap[String, Map[String, Long]]()
     /** Stopped runs, oldest first, with their last state and the marks of its committed round. */
     val stopped = new java.util.LinkedHashMap[String, (RunState, RoundMarks)]()
+    /** Per running run, for each round not yet committed: the slots that logged it, in the order they said so. */
+    val logOrder = new ConcurrentHashMap[String, Map[Long, Vector[Int]]]()
 
     override def receive: PartialFunction[Any, Unit] = {
       case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
@@ -90,6 +93,16 @@ object QueryRunRegistry extends Logging {
         context.reply(running.orElse(stopped.synchronized(Option(stopped.get(runId))).map { case (last, marks) =>
           (StoppedReply, last.committedThrough, last.homes, marks.round, marks.marks)
         }))
+      case (Logged, runId: String, round: Long, slot: Int) =>
+        val running = Option(runs.get(runId)).filter(round > _.committedThrough)
+        context.reply(running.map { _ =>
+          val order = logOrder.compute(runId, (_, byRound) => {
+            val rounds = Option(byRound).getOrElse(Map.empty[Long, Vector[Int]])
+            val slots = rounds.getOrElse(round, Vector.empty)
+            if (slots.contains(slot)) rounds else rounds.updated(round, slots :+ slot)
+          })(round)
+          order.takeWhile(_ != slot)
+        })
     }
   }
 
@@ -117,6 +130,7 @@ object QueryRunRegistry extends Logging {
     val registry = endpoint()
     registry.countedOutsideTasks.putIfAbsent(runId, Map.empty)
     registry.runs.put(runId, state)
+    registry.logOrder.computeIfPresent(runId, (_, byRound) => byRound.filter(_._1 > state.committedThrough))
   }
 
   /**
@@ -140,6 +154,7 @@ object QueryRunRegistry extends Logging {
     }
     registry.runs.remove(runId)
     registry.countedOutsideTasks.remove(runId)
+    registry.logOrder.remove(runId)
   }
 
   /** Driver: what executors' janitors counted for the run outside its tasks, by metric name. */
@@ -160,6 +175,21 @@ object QueryRunRegistry extends Logging {
       logWarning(s"Could not ask the driver about query run $runId: ${e.getMessage}")
       RunLookUp.Unanswered
   }
+
+  /**
+   * Anywhere: tells the driver that `slot` logged its records of `round` (its file is in the records
+   * log), and returns the slots that said so before it, in order; the same answer each time a slot
+   * asks. Their files name every record they hand to the batch, so a record that this slot's file
+   * names too is theirs. None when the run is not running, has committed the round, or is not this
+   * driver's to order (another copy of the connector answers). Throws if the driver does not answer in time.
+   */
+  def loggedBefore(runId: String, round: Long, slot: Int): Option[Seq[Int]] =
+    try driver().askSync[Option[Seq[Int]]]((Logged, runId, round, slot), AskTimeout) catch {
+      case e: RpcTimeoutException => throw e
+      case NonFatal(e) =>
+        logWarning(s"The driver cannot order the records logs of query run $runId: ${e.getMessage}")
+        None
+    }
 
   /**
    * Anywhere: tells the driver what a janitor did for the run outside its tasks (records released,
