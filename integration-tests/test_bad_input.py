@@ -103,6 +103,18 @@ CASES = [
         id="headers-not-boolean",
     ),
     pytest.param(
+        {**VALID, "kafka.share.exactly.once.stratgy": "two-phase-commit"},
+        "[KAFKA_SHARE_UNKNOWN_OPTION] Option 'kafka.share.exactly.once.stratgy' is neither an option of the "
+        "kafka-share source nor a Kafka client setting: did you mean 'kafka.share.exactly.once.strategy'?",
+        id="misspelled-strategy",
+    ),
+    pytest.param(
+        {**VALID, "maxRecordPerTrigger": "100"},
+        "[KAFKA_SHARE_UNKNOWN_OPTION] Option 'maxRecordPerTrigger' is neither an option of the kafka-share "
+        "source nor a Kafka client setting: did you mean 'maxRecordsPerTrigger'?",
+        id="misspelled-source-option",
+    ),
+    pytest.param(
         {**VALID, "startingOffsets": "yesterday"},
         "Invalid value 'yesterday' for option 'startingOffsets': "
         "expected 'earliest', 'latest', or a non-negative ISO-8601 duration",

@@ -80,7 +80,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     val sqlStates = Map("KAFKA_SHARE_MISSING_OPTION" -> "42601", "KAFKA_SHARE_NO_SUBSCRIPTION" -> "42601",
       "KAFKA_SHARE_CONFLICTING_OPTIONS" -> "42613", "KAFKA_SHARE_INVALID_OPTION_VALUE" -> "42616",
       "KAFKA_SHARE_UNSUPPORTED_OPTION" -> "0A000", "KAFKA_SHARE_INVALID_KAFKA_CONFIG" -> "42616",
-      "KAFKA_SHARE_OWNED_KAFKA_CONFIG" -> "42616")
+      "KAFKA_SHARE_OWNED_KAFKA_CONFIG" -> "42616", "KAFKA_SHARE_UNKNOWN_OPTION" -> "42616")
     val cases = Seq(
       (required - "kafka.bootstrap.servers", "KAFKA_SHARE_MISSING_OPTION", "kafka.bootstrap.servers"),
       (required - "kafka.share.group.id", "KAFKA_SHARE_MISSING_OPTION", "kafka.share.group.id"),
@@ -107,7 +107,9 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"),
       (required + ("kafka.share.record.lock.duration.ms" -> "1"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.share.lock.timeout.ms"),
       (required + ("kafka.share.delivery.count.limit" -> "3"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka-configs"),
-      (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"))
+      (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"),
+      (required + ("kafka.share.exactly.once.stratgy" -> "two-phase-commit"), "KAFKA_SHARE_UNKNOWN_OPTION",
+        "did you mean 'kafka.share.exactly.once.strategy'?"))
     cases.foreach { case (options, condition, named) =>
       val e = failure(options)
       assert(e.getCondition == condition, s"$options")
@@ -129,9 +131,40 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       assert(e.getMessage.contains(s": $expected. Correct or remove it"), e.getMessage)
       assert(!e.getMessage.contains(value), e.getMessage)
     }
-    // Values Kafka accepts, settings it does not know, and class names (maybe on the executors only) pass.
+    // Values Kafka accepts and class names (maybe on the executors only) pass.
     parse(required ++ Map("kafka.max.poll.records" -> "500", "kafka.share.acquire.mode" -> "record_limit",
-      "kafka.no.such.setting" -> "x", "kafka.sasl.login.callback.handler.class" -> "com.example.NotHere"))
+      "kafka.sasl.login.callback.handler.class" -> "com.example.NotHere"))
+  }
+
+  test("an option that is neither the source's nor a Kafka setting fails at load(), naming the one it likely meant") {
+    def refusal(option: String) = {
+      val e = failure(required + (option -> "x"))
+      assert(e.getCondition == "KAFKA_SHARE_UNKNOWN_OPTION", option)
+      e.asInstanceOf[Exception].getMessage
+    }
+    // A guarantee misspelled would otherwise pass to the Kafka client as an unused setting.
+    assert(refusal("kafka.share.exactly.once.stratgy").contains("did you mean 'kafka.share.exactly.once.strategy'?"))
+    assert(refusal("KAFKA.SHARE.PARALELLISM").contains("did you mean 'kafka.share.parallelism'?"))
+    assert(refusal("kafka.share.no.such.option").startsWith("[KAFKA_SHARE_UNKNOWN_OPTION] Option " +
+      "'kafka.share.no.such.option' is neither an option of the kafka-share source nor a Kafka client setting. " +
+      "The source's own options that start with 'kafka.share.' are listed in the user guide"))
+    assert(refusal("kafka.max.pol.records").contains("did you mean 'kafka.max.poll.records'?"))
+    assert(refusal("kafka.Max.Poll.Records").contains("did you mean 'kafka.max.poll.records'?")) // Kafka's names are lower case
+    assert(refusal("kafka.no.such.setting").contains("A setting that a SASL login class, callback handler, metric " +
+      "reporter or config provider reads passes once the plugin is set"))
+    // Without the prefix: a letter or two from one of the source's options.
+    assert(refusal("subscibe").contains("did you mean 'subscribe'?"))
+    assert(refusal("maxRecordPerTrigger").contains("did you mean 'maxRecordsPerTrigger'?"))
+    assert(refusal("startingOffset").contains("did you mean 'startingOffsets'?"))
+    assert(refusal("includeHeader").contains("did you mean 'includeHeaders'?"))
+    // Further off, an option is not taken for one of ours (Spark's sources ignore options they do not read).
+    parse(required ++ Map("path" -> "x", "some.other.option" -> "y"))
+    // A plugin Kafka hands every setting to may read settings of its own; near misses of Kafka's still fail.
+    val withPlugin = required + ("kafka.sasl.client.callback.handler.class" -> "com.example.Handler")
+    assert(parse(withPlugin + ("kafka.example.handler.role" -> "r")).connection.kafkaParams.contains("example.handler.role"))
+    assert(failure(withPlugin + ("kafka.sasl.mechanisms" -> "PLAIN")).getCondition == "KAFKA_SHARE_UNKNOWN_OPTION")
+    assert(parse(required + ("kafka.config.providers" -> "file") + ("kafka.config.providers.file.class" -> "C"))
+      .connection.kafkaParams.contains("config.providers.file.class"))
   }
 
   test("spark.kafkaShare.consumer.cache.timeout takes Spark's duration forms, and a bad value names the conf") {

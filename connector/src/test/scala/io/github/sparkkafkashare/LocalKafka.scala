@@ -38,6 +38,17 @@ object LocalKafka {
     } finally producer.close()
   }
 
+  /** Deletes `topic`, and waits until the cluster no longer lists it (deletion completes on the controller first). */
+  def deleteTopic(admin: Admin, topic: String): Unit = {
+    admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
+    val deadline = System.nanoTime() + SECONDS.toNanos(30)
+    while (admin.listTopics().names().get(30, SECONDS).contains(topic) && System.nanoTime() < deadline) Thread.sleep(100)
+  }
+
+  /** The id of `topic`, as the cluster describes it. */
+  def topicId(admin: Admin, topic: String): String =
+    admin.describeTopics(Seq(topic).asJava).topicNameValues().get(topic).get(30, SECONDS).topicId().toString
+
   /** Sets share-group configs of `group` (it need not exist yet). */
   def setGroupConfigs(admin: Admin, group: String, configs: (String, String)*): Unit = {
     val ops = configs.map { case (name, value) => new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET) }

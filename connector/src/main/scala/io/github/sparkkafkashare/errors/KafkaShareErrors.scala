@@ -43,6 +43,10 @@ private[sparkkafkashare] object KafkaShareErrors {
   def unsupportedOption(option: String, reason: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_UNSUPPORTED_OPTION", "option" -> option, "reason" -> reason)
 
+  def unknownOption(option: String, meant: Option[String], hint: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_UNKNOWN_OPTION", "option" -> option, "meant" -> meant.fold("")(m => s": did you mean '$m'?"),
+      "hint" -> hint)
+
   def ownedKafkaConfig(option: String, reason: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_OWNED_KAFKA_CONFIG", "option" -> option, "reason" -> reason)
 

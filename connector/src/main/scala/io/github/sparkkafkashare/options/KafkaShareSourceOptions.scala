@@ -113,6 +113,10 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     kafkaSettings.get(ApiTimeoutConfig).map(_.trim.toLong).getOrElse(DefaultApiTimeoutMs)
   val DefaultFetchOffsetNumRetries = 3
 
+  /** Our own options that do not start with `kafka.`. */
+  private val sourceOptions =
+    Set(Subscribe, SubscribePattern, IncludeHeaders, MaxRecordsPerTrigger, PollTimeoutMs, StartingOffsetsOption, FetchOffsetNumRetries)
+
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
   private val sourceOwnedKafkaOptions =
     Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs, PartitionMaxRecordLocks,
@@ -196,6 +200,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     kafkaParams.keys.foreach { key =>
       ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
     }
+    OptionNames.checkKafkaSettings(kafkaParams.keySet, sourceOwnedKafkaOptions)
     checkKafkaValues(kafkaParams)
     // Kafka allows 0, but the driver bounds each of its Admin calls with it.
     if (kafkaParams.get(ApiTimeoutConfig).exists(v => Parsing.int(v.trim).contains(0))) {
@@ -232,6 +237,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     sparkKafkaSourceOptions.find { case (option, _) => options.containsKey(option) }.foreach { case (option, reason) =>
       throw KafkaShareErrors.unsupportedOption(option, reason)
     }
+    OptionNames.checkSourceOptions(options.asCaseSensitiveMap().keySet().asScala.toSet,
+      sourceOptions ++ sparkKafkaSourceOptions.keySet)
     val subscription = (get(Subscribe), get(SubscribePattern)) match {
       case (Some(_), Some(_)) => throw KafkaShareErrors.conflictingOptions(Seq(Subscribe, SubscribePattern),
         "Give either a list of topics or a pattern, not both.")

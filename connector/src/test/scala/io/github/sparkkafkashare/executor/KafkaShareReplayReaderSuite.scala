@@ -38,23 +38,19 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private def secondsSince(startedNanos: Long): Long = SECONDS.convert(System.nanoTime() - startedNanos, NANOSECONDS)
 
-  private def deleteTopic(topic: String): Unit = {
-    admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
-    // Deletion completes on the controller before every broker forgets the topic.
-    val deadline = System.nanoTime() + SECONDS.toNanos(30)
-    while (admin.listTopics().names().get(30, SECONDS).contains(topic) && System.nanoTime() < deadline) Thread.sleep(100)
-  }
+  private def deleteTopic(topic: String): Unit = LocalKafka.deleteTopic(admin, topic)
 
-  private def replay(servers: String, topic: String, offsets: Seq[Long]): Seq[String] = {
+  private def replay(servers: String, topic: String, offsets: Seq[Long], topicId: Option[String] = None): Seq[String] = {
     val config = Map("bootstrap.servers" -> servers, "group.id" -> "replay-suite", "client.id" -> "replay-suite",
       "default.api.timeout.ms" -> "3000")
-    val records = offsets.map(o => LoggedRecord(RecordCoordinates(topic, 0, o), deliveryCount = 1))
+    val records = offsets.map(o => LoggedRecord(RecordCoordinates(topic, 0, o), deliveryCount = 1, topicId))
     val reader = new KafkaShareReplayReader(7L, 2, records, config, includeHeaders = false, new TaskCounts(metrics))
     Iterator.continually(reader).takeWhile(_.next()).map(r => new String(r.get().getBinary(1), "UTF-8")).toSeq
   }
 
-  private def replayFailure(servers: String, topic: String, offsets: Seq[Long]): KafkaShareRuntimeException =
-    intercept[KafkaShareRuntimeException](replay(servers, topic, offsets))
+  private def replayFailure(servers: String, topic: String, offsets: Seq[Long], topicId: Option[String] = None)
+      : KafkaShareRuntimeException =
+    intercept[KafkaShareRuntimeException](replay(servers, topic, offsets, topicId))
 
   test("reads back the logged records, in their logged order, and names the ones retention removed") {
     val topic = topicOf(10)
@@ -78,6 +74,16 @@ class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(gone.getMessage.contains(s"for example $topic-0@7, $topic-0@8:"), gone.getMessage)
     assert(secondsSince(started) < 3,
       "waited for the timeout where the log's end said the records were gone")
+  }
+
+  test("a topic made again under its name names the logged records as gone, though the new one has records at their offsets") {
+    val topic = topicOf(5)
+    val logged = Some(LocalKafka.topicId(admin, topic))
+    assert(replay(bootstrap, topic, Seq(1L, 3L), logged) == Seq("r-1", "r-3"))
+    deleteTopic(topic)
+    topicOf(5, topic)
+    val gone = replayFailure(bootstrap, topic, Seq(1L, 3L), logged)
+    assert(gone.getCondition == "KAFKA_SHARE_REPLAY_RECORDS_GONE" && gone.getMessage.contains(s"$topic-0@1, $topic-0@3"), gone.getMessage)
   }
 
   test("a deleted topic names its records as gone, without waiting for the timeout") {

@@ -10,6 +10,7 @@ import scala.concurrent.ExecutionContext.Implicits.global
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
 import org.apache.hadoop.conf.Configuration
@@ -106,10 +107,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   private def markStopped(run: String, committedThrough: Long = -1L, marks: AcknowledgementMarks = AcknowledgementMarks.None): Unit =
     QueryRunRegistry.markStopped(run, RunState(committedThrough, Map(1 -> here)), marks.plain)
 
-  private def deleteTopic(topic: String): Unit = {
-    admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
-    eventually(timeout(30.seconds))(assert(!admin.listTopics().names().get(30, SECONDS).contains(topic)))
-  }
+  private def deleteTopic(topic: String): Unit = LocalKafka.deleteTopic(admin, topic)
 
   private def memberClientIds(group: String): Set[String] =
     admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group).get(30, SECONDS)
