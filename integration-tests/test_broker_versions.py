@@ -1,6 +1,8 @@
-"""A broker older than the source supports: Kafka 4.1, whose share groups are a preview, has
+"""A cluster older than the source supports: Kafka 4.1, whose share groups are a preview, has
 share.version=1 but refuses fetches in `share.acquire.mode=record_limit` and has no RENEW. A query
-on it must fail as it starts, saying so, not run on reading nothing."""
+on it must fail as it starts, saying so, not run on reading nothing. So must one on a cluster whose
+upgrade from 4.1 is not finalized: it may still have 4.1 brokers, though the one that answers runs
+a newer release."""
 
 from __future__ import annotations
 
@@ -18,14 +20,13 @@ from conftest import KAFKA_LOCAL, free_port, share_stream
 PREVIEW_RELEASE = "4.1.2"
 
 
-@pytest.fixture(scope="module")
-def preview_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Kafka 4.1 broker with share.version=1, on free ports beside the tests' broker."""
-    data = tmp_path_factory.mktemp("kafka-4.1") / "data"
+def broker_beside(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[str]:
+    """A broker with share.version=1 on free ports beside the tests' broker; `settings` are kafka-local's."""
+    data = tmp_path_factory.mktemp("kafka") / "data"
     port = free_port()
     env = {
         **os.environ,
-        "KAFKA_BROKER_VERSION": PREVIEW_RELEASE,
+        **settings,
         "KAFKA_DATA_DIR": str(data),
         "KAFKA_PORT": str(port),
         "KAFKA_CONTROLLER_PORT": str(free_port()),
@@ -42,13 +43,44 @@ def preview_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         subprocess.run([str(KAFKA_LOCAL), "stop"], capture_output=True, timeout=300, env=env)
 
 
+@pytest.fixture(scope="module")
+def preview_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Kafka 4.1 broker."""
+    yield from broker_beside(tmp_path_factory, KAFKA_BROKER_VERSION=PREVIEW_RELEASE)
+
+
+@pytest.fixture(scope="module")
+def unfinalized_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker of the tests' release whose cluster is finalized at Kafka 4.1's metadata.version."""
+    yield from broker_beside(tmp_path_factory, KAFKA_LOCAL_RELEASE_VERSION="4.1-IV1")
+
+
+def refusal_at_start(spark: SparkSession, servers: str, group: str, checkpoint: Path) -> str:
+    df = share_stream(spark, "any-topic", group, **{"kafka.bootstrap.servers": servers})
+    query = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).start()
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(60)
+    return str(failure.value)
+
+
 def test_a_query_on_a_kafka_4_1_broker_fails_as_it_starts_saying_which_release_it_needs(
     spark: SparkSession, preview_broker: str, group: str, tmp_path: Path
 ) -> None:
-    df = share_stream(spark, "any-topic", group, **{"kafka.bootstrap.servers": preview_broker})
-    query = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
-    with pytest.raises(StreamingQueryException) as failure:
-        query.awaitTermination(60)
-    message = str(failure.value)
-    assert f"[KAFKA_SHARE_BROKER_UNSUPPORTED] The Kafka cluster at {preview_broker} runs Kafka 4.1" in message
-    assert "kafka-share needs Kafka 4.2 or later: upgrade the brokers." in message
+    message = refusal_at_start(spark, preview_broker, group, tmp_path)
+    assert (
+        f"[KAFKA_SHARE_BROKER_UNSUPPORTED] The Kafka cluster at {preview_broker} runs at Kafka 4.1's "
+        "metadata.version" in message
+    )
+    assert "kafka-share needs a cluster at Kafka 4.2 or later: upgrade every broker, then finalize" in message
+
+
+def test_a_query_on_a_cluster_whose_upgrade_from_4_1_is_not_finalized_fails_as_it_starts(
+    spark: SparkSession, unfinalized_broker: str, group: str, tmp_path: Path
+) -> None:
+    # The broker runs 4.2 or later and supports 4.2's levels: only the finalized level tells.
+    message = refusal_at_start(spark, unfinalized_broker, group, tmp_path)
+    assert (
+        f"[KAFKA_SHARE_BROKER_UNSUPPORTED] The Kafka cluster at {unfinalized_broker} runs at Kafka 4.1's "
+        "metadata.version (finalized level 27)" in message
+    )
+    assert "kafka-features.sh upgrade --release-version 4.2" in message

@@ -128,8 +128,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def shareGroupsDisabled(bootstrapServers: String, level: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUPS_DISABLED", null, "bootstrapServers" -> bootstrapServers, "level" -> level)
 
-  def brokerUnsupported(bootstrapServers: String, release: String): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_BROKER_UNSUPPORTED", null, "bootstrapServers" -> bootstrapServers, "release" -> release)
+  def brokerUnsupported(bootstrapServers: String, release: String, level: Int): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_BROKER_UNSUPPORTED", null, "bootstrapServers" -> bootstrapServers, "release" -> release,
+      "level" -> level.toString)
 
   private def runtime(condition: String, cause: Throwable, params: (String, String)*): KafkaShareRuntimeException = {
     val map = params.toMap

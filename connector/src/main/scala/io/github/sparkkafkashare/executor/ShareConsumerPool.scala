@@ -102,6 +102,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * than the janitor and the renewals hold a slot.
    */
   val OtherSlotWait: Duration = Duration.ofSeconds(5)
+  /**
+   * How long a stopping run waits for a task that uses a slot's consumer, at each step (stop fetching,
+   * close). A task that runs on past its query's stop (user code that ignores the interrupt) keeps the
+   * consumer and its records, which stay locked; once it ends, the janitor closes the consumer as the
+   * stop would have ([[tidy]]), or, if the JVM exits first, the group delivers the records again when
+   * their locks expire. Without a bound, such a task would hold up the query's stop.
+   */
+  val InUseWait: Duration = Duration.ofSeconds(10)
 
   /**
    * The slot's consumer, created on first use, locked for the caller until [[giveBack]]; it takes
@@ -208,12 +216,12 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * each consumer.
    */
   def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
-      here: String): Int = {
+      here: String, inUseWait: Duration = InUseWait): Int = {
     forgetRun(runId)
-    stopFetching(runId)
+    stopFetching(slotsOf(runId).map(_._2), inUseWait)
     slotsOf(runId).map { case (key, _) =>
       CompletableFuture.supplyAsync[java.lang.Boolean](
-        () => Boolean.box(closeAsRunEnds(key, committedThrough, marks, slotHomes, here)), brokerCalls)
+        () => Boolean.box(closeAsRunEnds(key, committedThrough, marks, slotHomes, here, inUseWait)), brokerCalls)
     }.count(_.join())
   }
 
@@ -228,12 +236,11 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * before any closes; the janitor, before it closes consumers of a stopped run that the closing job
    * missed. All at once: each waits for the broker. Consumers already stopped return at once.
    */
-  def stopFetching(runId: String): Unit = stopFetching(slotsOf(runId).map(_._2))
+  def stopFetching(runId: String): Unit = stopFetching(slotsOf(runId).map(_._2), InUseWait)
 
-  private def stopFetching(running: Seq[ShareConsumerSlot]): Unit =
+  private def stopFetching(running: Seq[ShareConsumerSlot], inUseWait: Duration): Unit =
     running.map(slot => CompletableFuture.runAsync(() => {
-      slot.lock.lock()
-      val inFlight = try slot.stopFetching() catch {
+      val inFlight = if (!lockUnlessInUse(slot, inUseWait)) Duration.ZERO else try slot.stopFetching() catch {
         case NonFatal(e) =>
           logWarning(s"The share consumer of slot ${slot.key.slot} could not leave the group before closing", e)
           Duration.ZERO
@@ -241,22 +248,31 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       Thread.sleep(inFlight.toMillis)
     }, brokerCalls)).foreach(_.join())
 
-  private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
-      slotHomes: Map[Int, String], here: String): Boolean =
-    if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks)
-    else close(key, committedThrough = -1L, AcknowledgementMarks.None)
+  /** Locks a stopping run's slot, unless a task uses it for longer than `wait` (see [[InUseWait]]). */
+  private def lockUnlessInUse(slot: ShareConsumerSlot, wait: Duration): Boolean =
+    slot.lock.tryLock(wait.toMillis, TimeUnit.MILLISECONDS) || {
+      logWarning(s"The share consumer of slot ${slot.key.slot} is still used by a task after $wait: it is closed once " +
+        "the task ends, and its records stay locked until then.")
+      false
+    }
 
-  private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration = CloseTimeout)
-      : Boolean = Option(slots.get(key)).exists { slot =>
-    slot.lock.lock()
-    try {
-      if (slots.remove(key, slot)) {
-        try slot.close(committedThrough, marks, timeout) catch {
-          case NonFatal(e) => logWarning(s"Closing the share consumer of slot ${key.slot} failed", e)
-        }
-        true
-      } else false
-    } finally slot.lock.unlock()
+  private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
+      slotHomes: Map[Int, String], here: String, inUseWait: Duration = InUseWait): Boolean =
+    if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks, inUseWait = inUseWait)
+    else close(key, committedThrough = -1L, AcknowledgementMarks.None, inUseWait = inUseWait)
+
+  private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration = CloseTimeout,
+      inUseWait: Duration = InUseWait): Boolean = Option(slots.get(key)).exists { slot =>
+    lockUnlessInUse(slot, inUseWait) && {
+      try {
+        if (slots.remove(key, slot)) {
+          try slot.close(committedThrough, marks, timeout) catch {
+            case NonFatal(e) => logWarning(s"Closing the share consumer of slot ${key.slot} failed", e)
+          }
+          true
+        } else false
+      } finally slot.lock.unlock()
+    }
   }
 
   /** Drops what this JVM keeps of an ended run besides its consumers. */
@@ -313,7 +329,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             val counted = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
             if (counted.nonEmpty) QueryRunRegistry.reportCountedOutsideTasks(runId, counted.map { case (m, n) => m.name -> n })
           // Those left of a stopped run are all closed below: none may fetch what another releases.
-          case RunLookUp.Stopped(_, _) => stopFetching(unusedSlots.map(_._2))
+          case RunLookUp.Stopped(_, _) => stopFetching(unusedSlots.map(_._2), InUseWait)
           case _ =>
         }
         unusedSlots.foreach { case (key, slot) =>

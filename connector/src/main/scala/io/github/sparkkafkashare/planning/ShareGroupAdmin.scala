@@ -35,18 +35,21 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   def callsAnswered: Long = answered.get()
 
   /**
-   * Fails unless the cluster answers, has share groups enabled, and runs Kafka 4.2 or later: a 4.1
+   * Fails unless the cluster answers, has share groups enabled, and runs at Kafka 4.2 or later: a 4.1
    * broker (share groups in preview) refuses fetches in `share.acquire.mode=record_limit` and has no
    * RENEW, so the source would read nothing, or lose the locks of a batch longer than the lock. The
-   * release is the highest metadata.version the answering broker supports.
+   * release is the cluster's finalized metadata.version, which every broker shares: a cluster can
+   * finalize 4.2's only once all its brokers run 4.2 or later, while the answering broker alone may
+   * support newer levels in the middle of a rolling upgrade.
    */
   def checkShareGroupsEnabled(): Unit = {
     val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
-    val level = Option(features.finalizedFeatures().get("share.version")).map(_.maxVersionLevel().toInt).getOrElse(0)
+    def finalized(feature: String) = Option(features.finalizedFeatures().get(feature)).map(_.maxVersionLevel().toInt).getOrElse(0)
+    val level = finalized("share.version")
     if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(connection.bootstrapServers, level.toString)
-    Option(features.supportedFeatures().get("metadata.version")).map(_.maxVersion().toInt)
-      .filter(_ < ShareGroupAdmin.MetadataVersionOf42)
-      .foreach(v => throw KafkaShareErrors.brokerUnsupported(connection.bootstrapServers, ShareGroupAdmin.releaseOf(v)))
+    Some(finalized("metadata.version")).filter(_ < ShareGroupAdmin.MetadataVersionOf42).foreach { v =>
+      throw KafkaShareErrors.brokerUnsupported(connection.bootstrapServers, ShareGroupAdmin.releaseOf(v), v)
+    }
   }
 
   /**

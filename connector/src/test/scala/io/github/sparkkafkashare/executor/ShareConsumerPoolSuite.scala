@@ -322,6 +322,33 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
+  test("a run's stop does not wait on a task that keeps using a slot: the janitor closes that consumer once the task ends") {
+    withSlotHolding(round = 1) { (run, topic, group, held) =>
+      // A task that goes on past its query's stop (user code that ignores the interrupt) holds the slot.
+      val taskHolds = new java.util.concurrent.CountDownLatch(1)
+      val taskEnds = new java.util.concurrent.CountDownLatch(1)
+      val task = Future {
+        val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), WholeTimeoutFirstPoll)
+        taskHolds.countDown()
+        taskEnds.await()
+        ShareConsumerPool.giveBack(slot)
+      }
+      taskHolds.await()
+      val stop = Future(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map(1 -> here),
+        here, inUseWait = Duration.ofSeconds(1)))
+      val closed = try Await.result(stop, 20.seconds) finally taskEnds.countDown() // a stop that waits fails, not hangs
+      assert(closed == 0)
+      assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "the task's consumer keeps its records")
+      markStopped(run, committedThrough = 1)
+      Await.result(task, 30.seconds)
+      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
+      eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
+      // Closed as the stop would have closed it: the committed round ACCEPTed, nothing comes back.
+      assert(acquiredByAnotherMember(topic, group, seconds = 10).keySet.intersect(held).isEmpty)
+    }
+  }
+
   test("the driver remembers the latest stopped runs, the latest few with their marks, and knows nothing of older ones") {
     val stopped = Seq.fill(QueryRunRegistry.StoppedRunsKept + 1)(UUID.randomUUID().toString)
     val last = RunState(7, Map(0 -> elsewhere))
