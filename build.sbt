@@ -102,6 +102,9 @@ def connectorSettings(sparkLines: Seq[String]): Seq[Setting[_]] = publishedSetti
       "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
       "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED", "-Djdk.reflect.useDirectMethodHandle=false"),
     Test / envVars ++= sys.env.get("KAFKA_BOOTSTRAP_SERVERS").map("KAFKA_BOOTSTRAP_SERVERS" -> _).toMap,
+    // Where dev/kafka-local keeps the broker's pid, for the suites that pause the broker.
+    Test / envVars += "KAFKA_LOCAL_STATE" -> sys.env.get("KAFKA_DATA_DIR").map(d => file(d).getAbsoluteFile.getParentFile)
+      .getOrElse((ThisBuild / baseDirectory).value / "target" / "kafka-local").getAbsolutePath,
     Test / parallelExecution := false,
     assembly / assemblyOption ~= (_.withIncludeScala(false)),
     assembly / assemblyShadeRules := Seq(

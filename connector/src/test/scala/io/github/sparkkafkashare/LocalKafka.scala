@@ -24,17 +24,17 @@ object LocalKafka {
   }
 
   /**
-   * Sends `values` to partition 0 of `topic`; with `oneBatch`, in one record batch (sent as the producer
+   * Sends `values` to `partition` of `topic`; with `oneBatch`, in one record batch (sent as the producer
    * closes), which one fetch acquires whole; with `timestamp`, each record carries the timestamp it gives.
    */
-  def produce(topic: String, values: Seq[String], oneBatch: Boolean = false, timestamp: Int => Option[Long] = _ => None)
-      : Unit = {
+  def produce(topic: String, values: Seq[String], oneBatch: Boolean = false, timestamp: Int => Option[Long] = _ => None,
+      partition: Int = 0): Unit = {
     val linger = if (oneBatch) "60000" else "5"
     val producer = new KafkaProducer[String, String](
       Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> linger).asJava, new StringSerializer,
       new StringSerializer)
     try values.zipWithIndex.foreach { case (value, i) =>
-      producer.send(new ProducerRecord[String, String](topic, 0, timestamp(i).map(Long.box).orNull, null, value))
+      producer.send(new ProducerRecord[String, String](topic, partition, timestamp(i).map(Long.box).orNull, null, value))
     } finally producer.close()
   }
 
@@ -48,6 +48,17 @@ object LocalKafka {
   /** The id of `topic`, as the cluster describes it. */
   def topicId(admin: Admin, topic: String): String =
     admin.describeTopics(Seq(topic).asJava).topicNameValues().get(topic).get(30, SECONDS).topicId().toString
+
+  /**
+   * Stops the local broker's process (SIGSTOP) for `pause`, then lets it go on (SIGCONT): a broker
+   * that stops answering, as in a long GC pause or a network partition, and comes back.
+   */
+  def pauseBroker(pause: java.time.Duration): Unit = {
+    val pid = new String(java.nio.file.Files.readAllBytes(java.nio.file.Path.of(sys.env("KAFKA_LOCAL_STATE"), "broker.pid"))).trim
+    def signal(name: String) = assert(new ProcessBuilder("kill", s"-$name", pid).inheritIO().start().waitFor() == 0)
+    signal("STOP")
+    try Thread.sleep(pause.toMillis) finally signal("CONT")
+  }
 
   /** Sets share-group configs of `group` (it need not exist yet). */
   def setGroupConfigs(admin: Admin, group: String, configs: (String, String)*): Unit = {

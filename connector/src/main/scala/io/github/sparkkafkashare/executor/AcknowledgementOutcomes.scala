@@ -4,6 +4,7 @@ import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.acknowledgements.RecordCoordinates
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import org.apache.kafka.clients.consumer.AcknowledgementCommitCallback
 import org.apache.kafka.common.TopicIdPartition
@@ -17,18 +18,28 @@ private[executor] final class AcknowledgementOutcomes extends AcknowledgementCom
   private val renewed = new AtomicLong()
   private val expired = new AtomicLong()
   private val failed = new AtomicLong()
+  /** Records whose RENEW was sent and whose outcome has not come yet. */
+  private val renewals = java.util.concurrent.ConcurrentHashMap.newKeySet[RecordCoordinates]()
+
+  /** RENEW was sent for `records`: if it fails, whatever the reason, their locks are lost. */
+  def renewing(records: Iterable[RecordCoordinates]): Unit = records.foreach(renewals.add)
 
   override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit = {
-    lazy val records = offsets.values().asScala.map(_.size.toLong).sum
+    val (renewalsDone, others) = offsets.asScala.toSeq.flatMap { case (tp, set) =>
+      set.asScala.map(o => RecordCoordinates(tp.topic(), tp.partition(), o))
+    }.partition(renewals.remove)
     e match {
       case null =>
       // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
       // holds the record: its lock expired and the group may already have delivered it elsewhere.
-      case _: InvalidRecordStateException => expired.addAndGet(records)
+      case _: InvalidRecordStateException => expired.addAndGet(renewalsDone.size + others.size)
       // Any other failure leaves the records acquired until their lock expires; then they come back.
       // Kafka's client fails, with NOT_LEADER_OR_FOLLOWER and without sending them, the
-      // acknowledgements of a partition no longer in its share session (lost in a rebalance).
-      case _ => failed.addAndGet(records)
+      // acknowledgements of a partition no longer in its share session (lost in a rebalance). A renewal
+      // that fails so loses the locks all the same: the client no longer holds those records.
+      case _ =>
+        expired.addAndGet(renewalsDone.size)
+        failed.addAndGet(others.size)
     }
   }
 

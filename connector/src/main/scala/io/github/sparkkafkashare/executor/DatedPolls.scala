@@ -4,9 +4,6 @@ import java.time.Duration
 import java.util.concurrent.atomic.AtomicLong
 
 import io.github.sparkkafkashare.acknowledgements.HeldRecords
-import io.github.sparkkafkashare.clients.ClientTopicIds
-import org.apache.kafka.clients.consumer.{ConsumerRecord, KafkaShareConsumer}
-import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.errors.GroupMaxSizeReachedException
 import org.apache.spark.internal.Logging
 
@@ -17,7 +14,7 @@ import org.apache.spark.internal.Logging
  * are dated from the start of the last poll that found the client's buffer empty. Called under the
  * slot's consumer lock.
  */
-private[executor] final class DatedPolls(consumer: KafkaShareConsumer[Array[Byte], Array[Byte]], key: SlotKey) {
+private[executor] final class DatedPolls(consumer: ShareConsumerClient, key: SlotKey) {
   /** Start of the last poll that returned nothing: whatever the client returns later was acquired after it. */
   private var bufferEmptySinceNanos: Long = System.nanoTime()
   private var fetching = false
@@ -52,15 +49,15 @@ private[executor] final class DatedPolls(consumer: KafkaShareConsumer[Array[Byte
   /** One poll; its records are dated from the last poll that returned nothing, and belong to no round yet. */
   def once(timeout: Duration): HeldRecords = {
     val startedAt = System.nanoTime()
-    val list = new java.util.ArrayList[ConsumerRecord[Array[Byte], Array[Byte]]]()
     // From a task's poll or the renewer's, whichever first meets it: the slot's next task replaces the consumer.
-    try consumer.poll(timeout).forEach(r => list.add(r)) catch {
+    val polled = try consumer.poll(timeout) catch {
       case e: GroupMaxSizeReachedException =>
         groupFull = true
         DatedPolls.warnTurnedAway(key, e)
+        Polled(new java.util.ArrayList(), Map.empty)
     }
-    val topicIds = if (list.isEmpty) Map.empty[TopicPartition, String] else ClientTopicIds.ofLastPoll(consumer)
-    val dated = HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos, topicIds = topicIds)
+    val list = polled.records
+    val dated = HeldRecords(HeldRecords.NoRound, list, bufferEmptySinceNanos, topicIds = polled.topicIds)
     fetching = list.isEmpty
     if (list.isEmpty) bufferEmptySinceNanos = startedAt
     dated

@@ -8,10 +8,9 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.errors.KafkaShareErrors
-import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, ConsumerRecord, KafkaShareConsumer}
+import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, ConsumerRecord}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.errors.{AuthorizationException, GroupAuthorizationException}
-import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.internal.Logging
 
 /**
@@ -45,9 +44,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     @volatile private var limits: GroupLimits)
   extends Logging {
 
-  private val consumer = ExecutorKafkaClients.create(
+  private val outcomes = new AcknowledgementOutcomes
+  private val consumer: ShareConsumerClient = ExecutorKafkaClients.create(
       s"share consumer of slot ${key.slot}", String.valueOf(config.get(ConsumerConfig.GROUP_ID_CONFIG))) {
-    new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer, new ByteArrayDeserializer)
+    new KafkaShareConsumerClient(config, outcomes)
   }
   /** Held by the borrowing task for its whole run: one task per slot at a time. */
   private[executor] val lock = new SlotLock
@@ -79,8 +79,6 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
 
   private val polls = new DatedPolls(consumer, key)
-  private val outcomes = new AcknowledgementOutcomes
-  consumer.setAcknowledgementCommitCallback(outcomes)
 
   private def withConsumer[T](body: => T): T = {
     consumerLock.lockInterruptibly()
@@ -136,17 +134,18 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       case None => Settlement(0, 0, 0)
       case Some(records) => // possibly empty
         val committed = if (atHome) this.committedThrough else -1L
-        var accepted, released, rejected = 0
+        var accepted, released, rejected, notHeld = 0
         records.records.forEach { r =>
           val ackType = records.settlement(committed, this.marks, r)
-          consumer.acknowledge(r, ackType)
-          ackType match {
+          if (!consumer.acknowledge(r, ackType)) notHeld += 1
+          else ackType match {
             case AcknowledgeType.ACCEPT => accepted += 1
             case AcknowledgeType.RELEASE => released += 1
             case _ => rejected += 1 // a settlement is ACCEPT, RELEASE or REJECT
           }
         }
         held = None
+        if (notHeld > 0) warnNotHeld(records.round, notHeld, records.size)
         Settlement(accepted, released, rejected)
     }
   }
@@ -177,7 +176,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = withConsumer {
     val records = heldRound(round)
     val (accepted, kept) = records.records.asScala.partition(r => delivered.contains(RecordCoordinates.of(r)))
-    accepted.foreach(r => consumer.acknowledge(r, AcknowledgeType.ACCEPT))
+    acknowledgeAll(records.round, accepted.asJava, AcknowledgeType.ACCEPT)
     val remaining = records.copy(records = new java.util.ArrayList(kept.asJava))
     held = Some(remaining) // before the flush: if it fails, the accepted ones are no longer this round's to settle
     // Sent now: they wait for no batch, and their locks would run on while this round's batch runs.
@@ -215,7 +214,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       java.util.List.of()
     } else withConsumer {
       held.filter(_.round == round).fold(java.util.List.of[ConsumerRecord[Array[Byte], Array[Byte]]]()) { records =>
-        records.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE))
+        acknowledgeAll(round, records.records, AcknowledgeType.RELEASE)
         held = None
         flush(timeout)
         records.records
@@ -238,7 +237,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     require(held.isEmpty, s"slot ${key.slot} polled while records of round ${held.get.round} are unsettled")
     if (topics != subscribed) {
       releaseAcquiredAhead()
-      if (topics.isEmpty) consumer.unsubscribe() else consumer.subscribe(topics.asJava)
+      if (topics.isEmpty) consumer.unsubscribe() else consumer.subscribe(topics)
       subscribed = topics
     }
     val polled =
@@ -249,7 +248,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
         polls.untilRecords(wait)
       }
     acquiredAhead = None
-    val locked = if (renewDue(polled)) RecordLockRenewal.renew(consumer, key.slot, polled, flush, outcomes) else polled
+    val locked = if (renewDue(polled)) RecordLockRenewal.renew(consumer, key.slot, polled, outcomes) else polled
     // Not handed to Spark yet, so records whose renewal was refused are simply left out.
     held = Some(locked.copy(round = round, hidden = Set.empty, unlocked = Nil))
     // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
@@ -282,15 +281,33 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   }
 
   private def releaseAcquiredAhead(): Unit = {
-    acquiredAhead.foreach(_.records.forEach(r => consumer.acknowledge(r, AcknowledgeType.RELEASE)))
+    acquiredAhead.foreach(ahead => acknowledgeAll(ahead.round, ahead.records, AcknowledgeType.RELEASE))
     acquiredAhead = None
+  }
+
+  /** Acknowledges each of `records` that the client still holds; warns once if it holds some no more. */
+  private def acknowledgeAll(round: Long, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+      ackType: AcknowledgeType): Unit = {
+    val notHeld = records.asScala.count(r => !consumer.acknowledge(r, ackType))
+    if (notHeld > 0) warnNotHeld(round, notHeld, records.size)
+  }
+
+  /**
+   * Once per call that meets them: records the client no longer holds lost their locks as a renewal
+   * failed or got no answer in time (a broker that stopped answering past their lock); the
+   * acknowledgement callback counts them as such when the renewal's outcome arrives, and the group
+   * delivers them again.
+   */
+  private def warnNotHeld(round: Long, notHeld: Int, of: Int): Unit = {
+    val which = if (round == HeldRecords.NoRound) "taken in ahead of a round" else s"of round $round"
+    logWarning(s"Slot ${key.slot}: the consumer no longer holds $notHeld of the $of records $which: their lock " +
+      "renewal failed, or its broker did not answer it in time. The group delivers them again.")
   }
 
   private def renewDue(records: HeldRecords): Boolean = limits.renewAllowed && records.size > 0 &&
     System.nanoTime() - records.lockedSinceNanos > lockNanos / 2
 
-  private def lockNanos: Long =
-    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs().map[Long](_.toLong).orElse(limits.lockDurationMs))
+  private def lockNanos: Long = TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs.getOrElse(limits.lockDurationMs))
 
   /**
    * Renews the locks of held records once half their duration has passed, so a batch may take
@@ -307,24 +324,20 @@ private[sparkkafkashare] final class ShareConsumerSlot(
         takenInAtNanos = System.nanoTime()
         acquiredAhead = Some(polls.once(Duration.ZERO)).filter(_.size > 0)
       }
-      held.filter(renewDue).foreach(records => held = Some(RecordLockRenewal.renew(consumer, key.slot, records, flush, outcomes)))
+      held.filter(renewDue).foreach(records => held = Some(RecordLockRenewal.renew(consumer, key.slot, records, outcomes)))
       acquiredAhead.filter(renewDue).foreach { records =>
-        acquiredAhead = Some(RecordLockRenewal.renew(consumer, key.slot, records, flush, outcomes))
+        acquiredAhead = Some(RecordLockRenewal.renew(consumer, key.slot, records, outcomes))
       }
     } finally consumerLock.unlock()
   }
 
   /**
-   * Sends pending acknowledgements now instead of with the next poll; returns the partitions whose
-   * acknowledgements the broker did not apply (it will redeliver those records).
+   * Sends pending acknowledgements now instead of with the next poll, and waits up to `timeout` for
+   * the broker's answer: the partitions whose acknowledgements it did not apply (it delivers those
+   * records again), or None when it did not answer in time. The acknowledgement callback counts both,
+   * the latter when the answer comes.
    */
-  def flush(timeout: Duration): Set[(String, Int)] = withConsumer {
-    val failures = consumer.commitSync(timeout).asScala.collect { case (tp, e) if e.isPresent => tp -> e.get }
-    failures.foreach { case (tp, e) =>
-      logWarning(s"Acknowledgements for $tp were not applied (${e.getMessage}); the broker will redeliver those records.")
-    }
-    failures.keySet.map(tp => tp.topic() -> tp.partition()).toSet
-  }
+  def flush(timeout: Duration): Option[Set[TopicPartition]] = withConsumer(RecordLockRenewal.commit(consumer, key.slot, timeout))
 
   /**
    * Leaves the group, so that the client sends no more fetches, and keeps what the slot holds for
