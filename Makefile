@@ -20,13 +20,14 @@ WHEELHOUSE := dist/wheelhouse
 export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
 export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended test-compat test-compat-oldest publish-local test-packages fault-matrix lint bench clean
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended test-cluster test-compat test-compat-oldest publish-local test-packages fault-matrix lint bench clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
 	@echo "make test        every test: ScalaTest, lint and type checks, pytest against the real broker"
 	@echo "make fault-matrix every case of the fault-injection matrix (make test runs a part of it; ~30 min)"
 	@echo "make test-extended the slow cases make test leaves out, each covered there by a faster one (~5 min)"
+	@echo "make test-cluster the faults of a three-node Kafka cluster during drains (make test runs one of them)"
 	@echo "make test-compat the compatibility subset on Spark 3.5, 4.0, 4.1, 4.2, 4.3 and Kafka 4.1 to 4.4"
 	@echo "make publish-local a Maven repository of the connector in target/maven-repo; make test-packages uses it"
 	@echo "make jar         the connector assembly ($(JAR))"
@@ -87,7 +88,7 @@ lint: $(VENV)/.installed
 # past its time budget: see fault-matrix and test-extended. The slowest tests are listed, to watch that
 # budget (CI has 90 minutes; `make test` should stay under about 50).
 test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
-	$(VENV)/bin/pytest -m "not full_matrix_only and not extended and not packages" --durations=15 python/tests integration-tests
+	$(VENV)/bin/pytest -m "not full_matrix_only and not extended and not packages and not cluster_only" --durations=15 python/tests integration-tests
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
 # python/tests is collected too (none of it is extended): collecting it puts the package on the path.
@@ -113,6 +114,12 @@ test-packages: publish-local kafka-up
 # CI's share of it: the subset on the oldest supported line, Spark 3.5 with Scala 2.12.
 test-compat-oldest: $(WHEEL) kafka-up
 	COMPAT_PYSPARK=3.5.9 COMPAT_SCALA213= COMPAT_BROKERS= COMPAT_NEWER_JDK= dev/compat/run
+
+# Every fault of a three-node Kafka cluster (a leader paused past the lock, a leader or the group's
+# coordinator or the active controller killed, a rolling restart), under none and two-phase-commit;
+# the test module starts the cluster (KAFKA_LOCAL_BROKERS=3 dev/kafka-local/kafka-local) and stops it.
+test-cluster: $(JAR) kafka-up
+	$(VENV)/bin/pytest -s integration-tests/test_cluster_faults.py
 
 # Every case of the fault-injection matrix; prints the table docs/delivery-guarantees.md shows.
 fault-matrix: $(JAR) kafka-up

@@ -70,6 +70,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "cluster_only: a case of the three-node cluster's faults that only `make test-cluster` runs, not `make test`",
+    )
+    config.addinivalue_line(
+        "markers",
         "extended: a slow case that only `make test-extended` runs, not `make test`, whose behaviour a "
         "faster case of `make test` covers too",
     )
@@ -119,12 +123,16 @@ class KafkaCluster:
     bootstrap: str
     admin: AdminClient
     spark: SparkSession
+    # Replicas of each new topic: 1 on the single broker, 3 on the three-node cluster (test_cluster_faults.py).
+    replication: int = 1
 
     def new_topic(self, partitions: int = 1) -> str:
         return self.new_topic_named(f"t-{uuid.uuid4().hex[:10]}", partitions)
 
     def new_topic_named(self, name: str, partitions: int = 1) -> str:
-        futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        futures = self.admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=self.replication)]
+        )
         futures[name].result(timeout=30)
         return name
 

@@ -1,0 +1,323 @@
+"""Faults of a Kafka cluster during a drain: three nodes, each a broker and a controller, topics and
+Kafka's state topics replicated 3 times with min.insync.replicas=2 (`KAFKA_LOCAL_BROKERS=3
+dev/kafka-local/kafka-local`). Each case drains a 4-partition topic with 6 consumers (more consumers
+than partitions) under `none` and `two-phase-commit`, while one node fails, and must end with nothing
+lost, nothing read twice under `two-phase-commit`, and nothing left in the group (Kafka's lag). Under
+`none` the records the group delivered again are counted: they are the records whose consumer's
+acknowledgement or lock the fault cost (`acknowledgementsFailed`, `locksExpired`).
+
+`make test-cluster` runs every case; `make test` runs the paused leader under `two-phase-commit` (the
+cases marked `cluster_only` are left to `make test-cluster`)."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import DataFrame, SparkSession
+
+from conftest import KAFKA_LOCAL, REPO, KafkaCluster, share_stream, source_metrics, values
+from expectations import assert_every_record_once
+
+PARTITIONS = 4
+CONSUMERS = 6
+RECORDS = 4000
+PER_BATCH = 800
+LOCK_S = 10
+# Each batch takes this long in the sink: records stay held past half a lock, and their locks are
+# renewed, while a fault strikes.
+BATCH_S = 7
+# A drain that outlives this has hung.
+DRAIN_TIMEOUT_S = 240
+
+
+@dataclass
+class ThreeNodes:
+    """The three-node cluster, and its nodes' faults."""
+
+    kafka: KafkaCluster
+
+    def run(self, *args: str) -> str:
+        env = {**os.environ, "KAFKA_LOCAL_BROKERS": "3"}
+        done = subprocess.run([str(KAFKA_LOCAL), *args], capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    def tool(self, *args: str) -> str:
+        done = subprocess.run(
+            [str(REPO / "dev" / "kafka-tool"), *args, "--bootstrap-server", self.kafka.bootstrap],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        out = self.tool("topics", "--describe", "--topic", topic)
+        match = re.search(rf"Partition: {partition}\s+Leader: (\d+)", out)
+        assert match, out
+        return int(match.group(1))
+
+    def coordinator_of(self, group: str) -> int:
+        out = self.tool("share-groups", "--describe", "--group", group, "--state")
+        match = re.search(r"\((\d+)\)", out)
+        assert match, out
+        return int(match.group(1))
+
+    def active_controller(self) -> int:
+        out = self.tool("metadata-quorum", "describe", "--status")
+        match = re.search(r"LeaderId:\s+(\d+)", out)
+        assert match, out
+        return int(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def cluster(spark: SparkSession) -> Iterator[ThreeNodes]:
+    env = {**os.environ, "KAFKA_LOCAL_BROKERS": "3"}
+    started = subprocess.run(
+        [str(KAFKA_LOCAL), "start"], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert started.returncode == 0, started.stderr
+    bootstrap = subprocess.run(
+        [str(KAFKA_LOCAL), "bootstrap"], capture_output=True, text=True, timeout=60, env=env, check=True
+    ).stdout.strip()
+    try:
+        yield ThreeNodes(
+            KafkaCluster(bootstrap, AdminClient({"bootstrap.servers": bootstrap}), spark, replication=3)
+        )
+    finally:
+        subprocess.run([str(KAFKA_LOCAL), "stop"], capture_output=True, timeout=300, env=env)
+
+
+def drain(
+    spark: SparkSession, cluster: ThreeNodes, topic: str, group: str, strategy: str, fault: Callable[[], None]
+) -> tuple[list[str], dict[str, str]]:
+    """Drains `topic` with Trigger.AvailableNow into a foreachBatch sink idempotent per batch id, running
+    `fault` on a thread of its own once the first batch has records; returns what the sink holds and the
+    source's metrics."""
+    written: dict[int, list[str]] = {}
+    started = threading.Event()
+
+    def sink(df: DataFrame, batch_id: int) -> None:
+        rows = [r.v for r in df.selectExpr("CAST(value AS STRING) AS v").collect()]
+        if rows:
+            started.set()
+        time.sleep(BATCH_S)
+        written[batch_id] = rows
+
+    stream = share_stream(
+        spark,
+        topic,
+        group,
+        **{
+            "kafka.bootstrap.servers": cluster.kafka.bootstrap,
+            "kafka.share.parallelism": str(CONSUMERS),
+            "kafka.share.lock.timeout.ms": str(LOCK_S * 1000),
+            "kafka.share.exactly.once.strategy": strategy,
+            "startingOffsets": "earliest",
+            "maxRecordsPerTrigger": str(PER_BATCH),
+        },
+    )
+    query = stream.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
+    failure: list[BaseException] = []
+
+    def inject() -> None:
+        try:
+            if started.wait(60):
+                fault()
+        except BaseException as e:  # reported by the test, not lost on this thread
+            failure.append(e)
+
+    injector = threading.Thread(target=inject, daemon=True)
+    injector.start()
+    try:
+        ended = query.awaitTermination(DRAIN_TIMEOUT_S)
+        injector.join(120)
+        assert not failure, failure
+        assert ended, f"the drain did not end within {DRAIN_TIMEOUT_S} s"
+        assert query.exception() is None, query.exception()
+        return [v for rows in written.values() for v in rows], source_metrics(query)
+    finally:
+        query.stop()
+
+
+def check(
+    cluster: ThreeNodes,
+    strategy: str,
+    group: str,
+    topic: str,
+    got: list[str],
+    metrics: dict[str, str],
+    what: str,
+) -> None:
+    # Under none a fault can cost records their consumer's acknowledgement or lock: the group delivers
+    # exactly those again. two-phase-commit drops their redelivery.
+    again = int(metrics.get("acknowledgementsFailed", 0)) + int(metrics.get("locksExpired", 0))
+    duplicates = math.inf if strategy == "none" else 0
+    repeated = assert_every_record_once(
+        values(RECORDS),
+        got,
+        kafka=cluster.kafka,
+        group=group,
+        topic=topic,
+        allow_duplicates_up_to=duplicates,
+        context=what,
+    )
+    if strategy == "none":
+        assert len(repeated) <= again, (
+            f"{len(repeated)} read twice, {again} acknowledgements or locks lost: {what}"
+        )
+    print(
+        f"{what} [{strategy}]: {len(got)} read, {len(repeated)} twice, {again} acknowledgements or locks lost"
+    )
+
+
+def new_topic(cluster: ThreeNodes, leader: int | None = None) -> str:
+    """A topic of RECORDS records; with `leader`, every partition led by that node (its first replica)."""
+    if leader is None:
+        topic = cluster.kafka.new_topic(PARTITIONS)
+    else:
+        topic = f"t-{uuid.uuid4().hex[:10]}"
+        others = [n for n in (1, 2, 3) if n != leader]
+        assignment = [[leader, *(others if p % 2 == 0 else others[::-1])] for p in range(PARTITIONS)]
+        new = NewTopic(topic, num_partitions=PARTITIONS, replication_factor=-1, replica_assignment=assignment)
+        cluster.kafka.admin.create_topics([new])[topic].result(timeout=30)
+    cluster.kafka.produce(topic, values(RECORDS))
+    return topic
+
+
+STRATEGIES = ["none", "two-phase-commit"]
+
+
+@pytest.mark.parametrize(
+    "strategy", [pytest.param("none", marks=pytest.mark.cluster_only), "two-phase-commit"]
+)
+def test_the_leader_paused_past_the_lock_then_resumed_loses_nothing_and_the_drain_goes_on(
+    spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
+) -> None:
+    # Every partition led by the paused node: the locks of every record held are renewed with it.
+    node = 1
+    topic = new_topic(cluster, leader=node)
+
+    def pause() -> None:
+        cluster.run("pause", str(node))
+        try:
+            time.sleep(2.5 * LOCK_S)
+        finally:
+            cluster.run("resume", str(node))
+
+    got, metrics = drain(spark, cluster, topic, group, strategy, pause)
+    check(
+        cluster,
+        strategy,
+        group,
+        topic,
+        got,
+        metrics,
+        f"node {node}, leader of every partition, paused {2.5 * LOCK_S:g} s",
+    )
+    # The topic, and the share group's state, have a replica on every node: losing one loses nothing.
+    for name in (topic, "__share_group_state"):
+        described = cluster.tool("topics", "--describe", "--topic", name)
+        assert re.search(r"ReplicationFactor: 3\tConfigs: .*min\.insync\.replicas=2", described), described
+
+
+def restart_after(cluster: ThreeNodes, node: int, down_s: float, stop: str) -> None:
+    cluster.run(stop, str(node))
+    time.sleep(down_s)
+    cluster.run("start-node", str(node))
+
+
+@pytest.mark.cluster_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_leader_killed_and_started_again_loses_nothing(
+    spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
+) -> None:
+    topic = new_topic(cluster)
+    node = cluster.leader_of(topic, 0)
+    got, metrics = drain(
+        spark, cluster, topic, group, strategy, lambda: restart_after(cluster, node, 20, "kill")
+    )
+    check(
+        cluster,
+        strategy,
+        group,
+        topic,
+        got,
+        metrics,
+        f"node {node}, leader of partition 0, SIGKILLed for 20 s",
+    )
+
+
+@pytest.mark.cluster_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_group_coordinator_killed_and_started_again_loses_nothing(
+    spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
+) -> None:
+    topic = new_topic(cluster)
+    nodes: list[int] = []
+
+    def kill_coordinator() -> None:
+        nodes.append(cluster.coordinator_of(group))
+        restart_after(cluster, nodes[0], 20, "kill")
+
+    got, metrics = drain(spark, cluster, topic, group, strategy, kill_coordinator)
+    check(
+        cluster,
+        strategy,
+        group,
+        topic,
+        got,
+        metrics,
+        f"node {nodes}, the group's coordinator, SIGKILLed for 20 s",
+    )
+
+
+@pytest.mark.cluster_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_rolling_restart_of_every_node_loses_nothing(
+    spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
+) -> None:
+    topic = new_topic(cluster)
+
+    def rolling_restart() -> None:
+        for node in (1, 2, 3):
+            restart_after(cluster, node, 10, "stop-node")
+            time.sleep(5)  # the node catches up before the next one goes
+
+    got, metrics = drain(spark, cluster, topic, group, strategy, rolling_restart)
+    check(cluster, strategy, group, topic, got, metrics, "each node stopped cleanly for 10 s in turn")
+
+
+@pytest.mark.cluster_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_active_controller_killed_fails_over_and_loses_nothing(
+    spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
+) -> None:
+    topic = new_topic(cluster)
+    nodes: list[int] = []
+
+    def kill_controller() -> None:
+        nodes.append(cluster.active_controller())
+        restart_after(cluster, nodes[0], 20, "kill")
+
+    got, metrics = drain(spark, cluster, topic, group, strategy, kill_controller)
+    check(
+        cluster,
+        strategy,
+        group,
+        topic,
+        got,
+        metrics,
+        f"node {nodes}, the active controller, SIGKILLed for 20 s",
+    )
