@@ -70,7 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "cluster_only: a case of the three-node cluster's faults that only `make test-cluster` runs, not `make test`",
+        "cluster_only: a case of the three-node cluster's faults that only `make test-cluster` runs, "
+        "not `make test`",
     )
     config.addinivalue_line(
         "markers",
@@ -123,7 +124,8 @@ class KafkaCluster:
     bootstrap: str
     admin: AdminClient
     spark: SparkSession
-    # Replicas of each new topic: 1 on the single broker, 3 on the three-node cluster (test_cluster_faults.py).
+    # Replicas of each new topic: 1 on the single broker, 3 on the three-node cluster
+    # (test_cluster_faults.py).
     replication: int = 1
 
     def new_topic(self, partitions: int = 1) -> str:
