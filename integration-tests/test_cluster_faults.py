@@ -52,9 +52,9 @@ class ThreeNodes:
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    def tool(self, *args: str) -> str:
+    def tool(self, name: str, *args: str) -> str:
         done = subprocess.run(
-            [str(REPO / "dev" / "kafka-tool"), *args, "--bootstrap-server", self.kafka.bootstrap],
+            [str(REPO / "dev" / "kafka-tool"), name, "--bootstrap-server", self.kafka.bootstrap, *args],
             capture_output=True,
             text=True,
             timeout=120,

@@ -101,6 +101,9 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
   // After the settlement and the poll above, so that the results of the acknowledgements they sent
   // count in this task; what happened between tasks (the lock renewer's work) counts here too.
   counts.addAll(slot.drainAcknowledgementEvents().byMetric)
+  // What the consumer now holds until the slot's next task: should its executor be lost meanwhile,
+  // the records come back to the group as their locks expire, and a drain reads them again.
+  slotLocations.add(SlotRead(partition.slot, partition.round, ExecutorLocality.currentExecutor(), slot.heldCount(partition.round)))
 
   private def acquisitions(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Map[KafkaShareCountMetric, Long] =
     Map(KafkaShareCountMetric.Acquired -> records.size.toLong,

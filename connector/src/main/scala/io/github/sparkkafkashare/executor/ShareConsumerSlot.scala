@@ -105,6 +105,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   /** Whether this slot still holds what it acquired for `round`, without building the round's rows. */
   def holds(round: Long): Boolean = held.exists(_.round == round)
 
+  /** How many records this slot holds the locks of for `round`. */
+  def heldCount(round: Long): Int = held.filter(_.round == round).fold(0)(_.size)
+
   /** Whether this slot holds what it acquired for a round after `committedThrough`: a batch still running. */
   def holdsUncommitted(committedThrough: Long): Boolean = held.exists(_.round > committedThrough)
 

@@ -2,11 +2,14 @@ package io.github.sparkkafkashare.executor
 
 import org.apache.spark.util.AccumulatorV2
 
-/** A task of `round` used the consumer of `slot` on `executor`. */
-private[sparkkafkashare] final case class SlotRead(slot: Int, round: Long, executor: String)
+/**
+ * A task of `round` used the consumer of `slot` on `executor`, which then held `held` records of the
+ * round, unsettled until the slot's next task (0 as the task begins).
+ */
+private[sparkkafkashare] final case class SlotRead(slot: Int, round: Long, executor: String, held: Int = 0)
 
-/** The executors whose consumers read a slot's latest round. */
-private[sparkkafkashare] final case class SlotReads(round: Long, executors: Set[String])
+/** The executors whose consumers read a slot's latest round, and the most records one held for it. */
+private[sparkkafkashare] final case class SlotReads(round: Long, executors: Set[String], held: Int = 0)
 
 /**
  * Where each slot's consumer lives, as reported by the tasks that used it. The next round asks
@@ -26,7 +29,7 @@ private[sparkkafkashare] final class SlotLocations(private var reads: Map[Int, S
   override def isZero: Boolean = reads.isEmpty
   override def copy(): SlotLocations = new SlotLocations(reads)
   override def reset(): Unit = reads = Map.empty
-  override def add(v: SlotRead): Unit = reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Set(v.executor)))
+  override def add(v: SlotRead): Unit = reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Set(v.executor), v.held))
   override def merge(other: AccumulatorV2[SlotRead, Map[Int, SlotReads]]): Unit =
     other.value.foreach { case (slot, read) => reads = SlotLocations.merged(reads, slot, read) }
   override def value: Map[Int, SlotReads] = reads
@@ -43,7 +46,8 @@ private[sparkkafkashare] object SlotLocations {
 
   private def merged(reads: Map[Int, SlotReads], slot: Int, read: SlotReads): Map[Int, SlotReads] = reads.get(slot) match {
     case Some(known) if known.round > read.round => reads
-    case Some(known) if known.round == read.round => reads + (slot -> SlotReads(read.round, known.executors ++ read.executors))
+    case Some(known) if known.round == read.round =>
+      reads + (slot -> SlotReads(read.round, known.executors ++ read.executors, math.max(known.held, read.held)))
     case _ => reads + (slot -> read)
   }
 }

@@ -6,7 +6,7 @@ import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeExce
 import io.github.sparkkafkashare.executor.{ShareConsumerPool, SlotLocations}
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.kafkashare.QueryRunRegistry
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
 
 /**
  * When a run offers Spark another round (`latestOffset`), and what the group's backlog is.
@@ -48,6 +48,8 @@ private[planning] final class RoundPolicy(
   private var slotMovedAt: Option[Long] = None
   /** Set by Trigger.AvailableNow: the records to drain, counted from what the run had taken at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
+  private val lostConsumers = new LostConsumers(slotLocations,
+    () => ExecutorLocality.sortedExecutors().toSet + ExecutorLocality.currentExecutor())
 
   /** Whether the last round acquired records. */
   def flowing: Boolean = recordsFlowing
@@ -65,7 +67,7 @@ private[planning] final class RoundPolicy(
     val next = availableNow match {
       case Some(target) =>
         val leftBehindMayRelease = slotMovedRecently()
-        val taken = counters.taken(QueryRunRegistry.countedOutsideTasks(runId))
+        val taken = takenSoFar()
         val drained = (target.reached(taken) && !leftBehindMayRelease) || (lastRoundAcquired == 0 &&
           heldFromStart.isDefined && checkBacklog(force = true).contains(0L) && backlog.quietForALock)
         if (!drained) Some(true) else if (lastRoundAcquired > 0) Some(false) else None
@@ -88,8 +90,14 @@ private[planning] final class RoundPolicy(
     topics.refresh()
     val target = backlog.refresh(topics.topics)
     logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of ${topics.topics}")
-    availableNow = Some(AvailableNowTarget(counters.taken(QueryRunRegistry.countedOutsideTasks(runId)), target))
+    availableNow = Some(AvailableNowTarget(takenSoFar(), target))
   }
+
+  /**
+   * What the run has taken: [[KafkaShareSourceMetrics.taken]], less what consumers on executors
+   * that are gone held unsettled, which Kafka delivers again ([[LostConsumers]]).
+   */
+  private def takenSoFar(): Long = counters.taken(QueryRunRegistry.countedOutsideTasks(runId)) - lostConsumers.heldRecords()
 
   /**
    * The backlog a progress report shows, asked of Kafka at most every [[SubscribedTopics.RefreshNanos]]
