@@ -121,9 +121,10 @@ test-compat-oldest: $(WHEEL) kafka-up
 test-cluster: $(JAR) kafka-up
 	$(VENV)/bin/pytest -s integration-tests/test_cluster_faults.py
 
-# Every case of the fault-injection matrix; prints the table docs/delivery-guarantees.md shows.
+# Every case of the fault-injection matrix, and of a standalone Spark cluster's lost workers; prints the
+# table docs/delivery-guarantees.md shows.
 fault-matrix: $(JAR) kafka-up
-	$(VENV)/bin/pytest integration-tests/test_fault_matrix.py
+	$(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
 
 test: test-scala test-python
 

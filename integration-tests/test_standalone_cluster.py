@@ -72,39 +72,78 @@ def batches_with_records(workdir: Path) -> int:
     return sum(1 for f in (workdir / "out").glob("batch-*.json") if f.stat().st_size > 2)
 
 
+def through_worker_loss(
+    cluster: StandaloneCluster,
+    kafka: KafkaCluster,
+    group: str,
+    strategy: str,
+    workdir: Path,
+    *mode: str,
+    replaced: bool = True,
+) -> None:
+    """Runs the drain job in `mode` and SIGKILLs a worker, with its executor, after three batches with
+    records (starting it again 15 s later if `replaced`); then checks that the job read every record,
+    once under two-phase-commit, and left nothing in the group as it ended."""
+    topic = kafka.new_topic(4)
+    kafka.produce(topic, values(RECORDS))
+    job = start_drain(
+        cluster, topic, group, workdir, "--strategy", strategy, "--max-records-per-trigger", "600", *mode
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while batches_with_records(workdir) < 3:
+            assert job.poll() is None, "the drain ended before the worker was lost"
+            assert time.monotonic() < deadline, "the drain read no three batches in 180 s"
+            time.sleep(0.2)
+        cluster.kill_worker(0)
+        if replaced:
+            time.sleep(15)
+            cluster.start_worker(0)
+        assert job.wait(timeout=300) == 0
+    finally:
+        job.kill()
+        if not replaced:
+            cluster.start_worker(0)
+    left = kafka.unfinished(group, topic)
+    got = [value for value, _ in drained_rows(workdir)]
+    assert_every_record_once(
+        values(RECORDS),
+        got,
+        allow_duplicates_up_to=math.inf if strategy == "none" else 0,
+        context=f"{left} records left in the group as the job ended",
+    )
+    assert left == 0, f"{left} records left in the group when the job ended"
+    # The lost worker's consumers held records, which the group delivered again: the case is the one meant.
+    metrics = json.loads((workdir / "out" / "metrics.json").read_text())
+    assert int(metrics["recordsRedelivered"]) > 0, metrics
+
+
+STRATEGIES = ["none", "two-phase-commit"]
+
+
 @pytest.mark.parametrize(
     "strategy", [pytest.param("none", marks=pytest.mark.full_matrix_only), "two-phase-commit"]
 )
 def test_an_available_now_drain_that_loses_a_worker_reads_what_its_consumers_held_before_it_ends(
     cluster: StandaloneCluster, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(4)
-    kafka.produce(topic, values(RECORDS))
-    job = start_drain(
-        cluster, topic, group, tmp_path, "--strategy", strategy, "--max-records-per-trigger", "600"
+    through_worker_loss(cluster, kafka, group, strategy, tmp_path)
+
+
+@pytest.mark.full_matrix_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_an_available_now_drain_whose_lost_worker_never_comes_back_reads_every_record(
+    cluster: StandaloneCluster, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path
+) -> None:
+    through_worker_loss(cluster, kafka, group, strategy, tmp_path, replaced=False)
+
+
+@pytest.mark.full_matrix_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_running_query_that_loses_a_worker_reads_every_record(
+    cluster: StandaloneCluster, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path
+) -> None:
+    # Spark's default trigger until every record is read and acknowledged, then a stop.
+    through_worker_loss(
+        cluster, kafka, group, strategy, tmp_path, "--stop-once-read", str(RECORDS), "--until-acknowledged"
     )
-    try:
-        deadline = time.monotonic() + 180
-        while batches_with_records(tmp_path) < 3:
-            assert job.poll() is None, "the drain ended before the worker was lost"
-            assert time.monotonic() < deadline, "the drain read no three batches in 180 s"
-            time.sleep(0.2)
-        cluster.kill_worker(0)
-        time.sleep(15)
-        cluster.start_worker(0)
-        assert job.wait(timeout=300) == 0
-    finally:
-        job.kill()
-    # The drain's end: nothing of the topic left in the group, as the user guide promises.
-    left = kafka.unfinished(group, topic)
-    got = [value for value, _ in drained_rows(tmp_path)]
-    assert_every_record_once(
-        values(RECORDS),
-        got,
-        allow_duplicates_up_to=math.inf if strategy == "none" else 0,
-        context=f"{left} records left in the group as the drain ended",
-    )
-    assert left == 0, f"{left} records left in the group when the drain ended"
-    # The lost worker's consumers held records, which the group delivered again: the case is the one meant.
-    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert int(metrics["recordsRedelivered"]) > 0, metrics
