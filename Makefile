@@ -135,9 +135,5 @@ clean:
 # the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data;
 # BENCH_ARGS passes options to benchmarks/bench.py, e.g. BENCH_ARGS="--sections d" for one section.
 # Each run writes benchmarks/results/<UTC time>.json, which git ignores (docs/benchmarks.md).
-bench: $(JAR) $(VENV)/.bench-installed kafka-up
+bench: $(JAR) $(VENV)/.installed kafka-up
 	$(VENV_PY) benchmarks/bench.py --jar $(JAR) $(BENCH_ARGS)
-
-$(VENV)/.bench-installed: $(VENV)/.installed benchmarks/requirements.txt
-	$(VENV_PY) -m pip install --quiet -r benchmarks/requirements.txt
-	touch $@

@@ -135,7 +135,19 @@ lazy val connector = project
     assembly / assemblyExcludedJars := {
       val spark = sparkJarsDir.value.getCanonicalPath + java.io.File.separator
       (assembly / fullClasspath).value.filter(_.data.getCanonicalPath.startsWith(spark))
-    }
+    },
+    // S3A, for the records log's tests on an S3 emulator (moto, from the virtualenv): hadoop-aws of the
+    // Hadoop in pyspark's jars, with the AWS SDK's modules S3A uses rather than its 686 MB bundle, and
+    // without what Spark's jars already have.
+    libraryDependencies ++= {
+      val providedBySpark = Seq(ExclusionRule("org.apache.httpcomponents"), ExclusionRule("commons-codec"),
+        ExclusionRule("commons-logging"), ExclusionRule("org.slf4j"), ExclusionRule("io.netty"))
+      Seq(
+        ("org.apache.hadoop" % "hadoop-aws" % "3.5.0" % Test).exclude("software.amazon.awssdk", "bundle")
+          .exclude("org.wildfly.openssl", "wildfly-openssl"),
+        ("software.amazon.awssdk" % "s3-transfer-manager" % "2.35.4" % Test).excludeAll(providedBySpark: _*))
+    },
+    Test / envVars += "MOTO_SERVER" -> ((ThisBuild / baseDirectory).value / ".venv" / "bin" / "moto_server").getAbsolutePath
   )
 
 // The connector for Spark 3.5, from the same sources, built against Spark 3.5 from Maven Central with
