@@ -19,9 +19,9 @@ import org.apache.spark.internal.Logging
  *    target; Hadoop's local rename replaces it, and Java's move without replacing checks first.
  *  - Stores where a file appears whole as its stream closes (S3A): written in place, with one
  *    request. Only if nothing is there by a conditional write (`If-None-Match`), where the store
- *    offers it (S3A from Hadoop 3.4.2, `fs.option.create.conditional.overwrite`). Without it (the
- *    Hadoop of Spark 3.5) S3A checks as the stream opens and writes as it closes, so two writers
- *    that race can both win; logged once per JVM.
+ *    offers it (S3A from Hadoop 3.4.2, which Spark 4.1 ships, `fs.option.create.conditional.overwrite`).
+ *    Without it (the Hadoop of Spark 3.5 and 4.0) S3A checks as the stream opens and writes as it
+ *    closes, so two writers that race can both win; logged once per JVM.
  *  - Other stores (HDFS): a temporary file renamed into place, after a check that nothing is there.
  *    HDFS refuses, atomically, to rename over an existing file; elsewhere it is as atomic as the
  *    store's rename.
