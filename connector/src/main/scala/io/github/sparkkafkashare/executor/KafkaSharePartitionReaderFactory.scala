@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.executor
 
-import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RoundRecordsLog}
+import io.github.sparkkafkashare.acknowledgements.RoundRecordsLog
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, PartitionReaderFactory}
@@ -18,31 +18,24 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
     recordsLog: Option[RoundRecordsLog])
   extends PartitionReaderFactory {
 
+  @transient private lazy val path = ExactlyOncePath(recordsLog)
+
+  /**
+   * A slot's round is read from its consumer, unless the consumer that acquired it is not in this
+   * JVM (its executor died, or Spark ran the task elsewhere) and the strategy knows what an earlier
+   * evaluation handed out: then those records are read back by their coordinates, so every evaluation
+   * of a batch holds the same records. The consumer that holds them settles them when its slot next
+   * runs there; if it died, they come back once their locks expire and are dropped as duplicates.
+   */
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] = partition match {
     case p: KafkaShareInputPartition =>
-      loggedElsewhere(p) match {
+      val elsewhere = if (p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round)) path.readElsewhere(p) else None
+      elsewhere match {
         case Some(logged) =>
           new KafkaShareReplayReader(p.round, p.slot, logged, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
-        case None => new KafkaSharePartitionReader(p, metrics, slotLocations, recordsLog)
+        case None => new KafkaSharePartitionReader(p, metrics, slotLocations, path)
       }
     case p: KafkaShareReplayPartition =>
       new KafkaShareReplayReader(p.round, p.slot, p.records, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
   }
-
-  /**
-   * With a records log: the records of a slot's round that an earlier evaluation logged (a retried
-   * task, or foreachBatch reading the batch again) when the consumer that acquired them is not in
-   * this JVM (its executor died, or Spark ran this task elsewhere). They are read back by their
-   * coordinates, so every evaluation of a batch holds the same records. The consumer that holds them
-   * settles them when its slot next runs there; if it died, they come back once their locks expire
-   * and are dropped as duplicates. Records that a slot which logged the round first names too are
-   * that slot's to hand over.
-   */
-  private def loggedElsewhere(p: KafkaShareInputPartition): Option[Seq[LoggedRecord]] =
-    recordsLog.filter(_ => p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round)).flatMap { log =>
-      log.read(p.round, p.slot).map { logged =>
-        val others = KafkaSharePartitionReader.loggedFirstElsewhere(log, p, logged)
-        logged.filterNot(r => others.contains(r.coordinates))
-      }
-    }
 }

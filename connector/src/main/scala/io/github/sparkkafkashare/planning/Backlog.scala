@@ -25,7 +25,7 @@ import org.apache.kafka.common.TopicPartition
  * @param clientIdPrefix the client id prefix of this query run's consumers
  * @param lockNanos      the group's acquisition lock duration, as last read
  */
-private[sparkkafkashare] final class Backlog(admin: ShareGroupAdmin, clientIdPrefix: String, lockNanos: () => Long) {
+private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: String, lockNanos: () => Long) {
   import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty

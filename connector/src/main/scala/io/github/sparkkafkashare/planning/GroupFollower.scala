@@ -20,7 +20,7 @@ import org.apache.spark.internal.Logging
  * options ask for, so both fail at the query's start.
  */
 private[planning] final class GroupFollower(
-    admin: ShareGroupAdmin,
+    admin: GroupAdmin,
     options: KafkaShareSourceOptions,
     parallelism: Int,
     runId: String)

@@ -11,7 +11,7 @@ import org.apache.spark.internal.Logging
  * the cluster, as Spark's kafka source retries its offset lookups. The query fails only when
  * `maxFailures` lookups in a row could not reach the cluster (option `fetchOffset.numRetries`).
  */
-private[planning] final class OutageTolerance(admin: ShareGroupAdmin, maxFailures: Int, groupId: String) extends Logging {
+private[planning] final class OutageTolerance(admin: GroupAdmin, maxFailures: Int, groupId: String) extends Logging {
   /** Lookups in a row that could not reach the cluster. Only the stream execution thread uses this. */
   private var failures = 0
 

@@ -21,7 +21,7 @@ import org.apache.spark.internal.Logging
  * Every call is bounded by `kafka.default.api.timeout.ms`, so an unreachable cluster fails the
  * call with a clear error instead of hanging it ([[OutageTolerance]] decides whether the query fails).
  */
-private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends AutoCloseable with Logging {
+private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends GroupAdmin with AutoCloseable with Logging {
   import ShareGroupAdmin._
 
   private val admin: Admin = try Admin.create(adminConfig(connection)) catch {
@@ -32,7 +32,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   private val answered = new AtomicLong()
 
   /** Calls the cluster has answered so far: whether a lookup reached it, even one that needed no call. */
-  def callsAnswered: Long = answered.get()
+  override def callsAnswered: Long = answered.get()
 
   /**
    * Fails unless the cluster answers, has share groups enabled, and runs at Kafka 4.2 or later: a 4.1
@@ -42,7 +42,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * finalize 4.2's only once all its brokers run 4.2 or later, while the answering broker alone may
    * support newer levels in the middle of a rolling upgrade.
    */
-  def checkShareGroupsEnabled(): Unit = {
+  override def checkShareGroupsEnabled(): Unit = {
     val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
     def finalized(feature: String) = Option(features.finalizedFeatures().get(feature)).map(_.maxVersionLevel().toInt).getOrElse(0)
     val level = finalized("share.version")
@@ -61,7 +61,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * the limits that shape the query's rounds: the group's, with the values the options just set
    * (not read back: another broker may not have the change yet).
    */
-  def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): GroupLimits = {
+  override def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): GroupLimits = {
     val states = partitionStates()
     val configs = groupConfigs()
     val lock = options.lockTimeoutMs.map(ms =>
@@ -100,7 +100,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The group's limits as its configs say now (changed with `kafka-configs`, say). */
-  def groupLimits(): GroupLimits = limitsIn(groupConfigs())
+  override def groupLimits(): GroupLimits = limitsIn(groupConfigs())
 
   /** Kafka describes a group's every config, with the broker's defaults for those the group does not set. */
   private def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
@@ -157,7 +157,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The topics the subscription names that exist now (a pattern is matched against the cluster's topics). */
-  def subscribedTopics(subscription: Subscription): Set[String] = subscription match {
+  override def subscribedTopics(subscription: Subscription): Set[String] = subscription match {
     case Subscription.Topics(topics) => topics.toSet
     case p: Subscription.TopicPattern =>
       await("listing topics", admin.listTopics().names()).asScala.filter(t => p.pattern.matcher(t).matches()).toSet
@@ -178,14 +178,14 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * Per partition: the records the group has yet to finish (available, or acquired and not yet
    * acknowledged), or None where Kafka cannot say (a share-partition it has not persisted).
    */
-  def lags(partitions: Set[TopicPartition]): Map[TopicPartition, Option[Long]] = {
+  override def lags(partitions: Set[TopicPartition]): Map[TopicPartition, Option[Long]] = {
     if (partitions.isEmpty) return Map.empty
     val states = partitionStates()
     partitions.map(tp => tp -> states.get(tp).flatMap(lagOf)).toMap
   }
 
   /** The partitions of `topics`; a topic that does not exist (yet) has none (a share consumer waits for it). */
-  def partitionsOf(topics: Set[String]): Seq[TopicPartition] =
+  override def partitionsOf(topics: Set[String]): Seq[TopicPartition] =
     describeTopics(topics).flatMap(ShareGroupAdmin.partitionsOf)
 
   /** Those of `topics` that exist, as Kafka describes them (partitions, id). */
@@ -214,7 +214,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The log end offset of each partition. */
-  def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())
+  override def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())
 
   /** The offset `spec` gives for each partition that exists. */
   private def offsets(partitions: Set[TopicPartition], spec: OffsetSpec): Map[TopicPartition, Long] = {
@@ -228,7 +228,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * members that have caught up with the group's target assignment (their member epoch has reached
    * it), so they are fetching those partitions rather than about to.
    */
-  def assignedPartitions(clientIdPrefix: String): Set[TopicPartition] = {
+  override def assignedPartitions(clientIdPrefix: String): Set[TopicPartition] = {
     describeGroup().toSeq.flatMap { described =>
       described.members().asScala
         .filter(m => m.clientId().startsWith(clientIdPrefix) && m.memberEpoch() >= described.targetAssignmentEpoch())

@@ -5,7 +5,7 @@ import java.util.concurrent.TimeUnit
 import io.github.sparkkafkashare.options.Subscription
 
 /** The topics a run reads, asked of Kafka at most every [[SubscribedTopics.RefreshNanos]]: a pattern may match new topics. */
-private[planning] final class SubscribedTopics(admin: ShareGroupAdmin, subscription: Subscription) {
+private[planning] final class SubscribedTopics(admin: GroupAdmin, subscription: Subscription) {
   private var current: Set[String] = Set.empty
   private var checked: Option[Long] = None
 

@@ -168,7 +168,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val run = s"fenced-${UUID.randomUUID()}"
     val log = new RoundRecordsLog(Files.createTempDirectory("fenced").toString, new SerializableConfiguration(new Configuration()))
     val records = Seq(LoggedRecord(RecordCoordinates("t", 0, 1), deliveryCount = 1))
-    def write(round: Long) = log.writeFirst(round, 0, records, () => KafkaSharePartitionReader.fenceLateAttempt(run, 0, round))
+    def write(round: Long) = log.writeFirst(round, 0, records, () => RecordsLogPath.fenceLateAttempt(run, 0, round))
     QueryRunRegistry.publish(run, RunState(committedThrough = -1L, homes = Map.empty))
     assert(write(1).isEmpty && log.read(1, 0).contains(records))
     // An attempt Spark wrote off that wakes after its round committed (and the round's files were pruned).

@@ -1,0 +1,349 @@
+package io.github.sparkkafkashare.executor
+
+import java.time.Duration
+import java.util.concurrent.TimeUnit
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
+import io.github.sparkkafkashare.executor.SlotState._
+import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
+import org.apache.kafka.common.errors.GroupMaxSizeReachedException
+import org.apache.spark.internal.Logging
+
+/**
+ * The transitions of a slot's protocol: each takes the slot's [[SlotState]], makes the calls of its
+ * consumer the step needs, and returns the next state with what the caller asked for. The reader
+ * drives settle, poll, the duplicate checks and release; the pool's renewer drives take-in and
+ * renewal; the pool drives stop and close. docs/architecture.md draws the states and transitions.
+ *
+ * A transition that fails after its state moved on (a commit that throws once the records are
+ * acknowledged) throws [[SlotTransitionFailed]] with the state it reached.
+ *
+ * @param fetchWait how long a fetch the client has sent may still acquire records: its
+ *                  `fetch.max.wait.ms`, and a margin for the broker's answer to reach it
+ */
+private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: Int, outcomes: AcknowledgementOutcomes,
+    fetchWait: Duration) extends Logging {
+  import SlotProtocol._
+
+  /**
+   * Learns that rounds up to `committedThrough` are committed, with their `marks`, and acknowledges
+   * what the slot holds: ACCEPT (or as marked) for a committed round, RELEASE for any other. A
+   * consumer left behind (`atHome` false: its slot's last task ran elsewhere) RELEASEs all, since what
+   * it holds may not be what the committed batch read. Acknowledgements ride on the next call that
+   * sends them.
+   */
+  def settle(state: SlotState, committedThrough: Long, marks: AcknowledgementMarks, atHome: Boolean)
+      : (SlotState, Settlement) = {
+    val facts = state.facts.copy(committed = state.facts.committed.learned(committedThrough, marks))
+    val settlement = state.round.fold(Settlement(0, 0, 0)) { held =>
+      val committed = if (atHome) facts.committed.round else -1L
+      var accepted, released, rejected, notHeld = 0
+      held.records.forEach { r =>
+        val ackType = held.settlement(committed, facts.committed.marks, r)
+        if (!client.acknowledge(r, ackType)) notHeld += 1
+        else ackType match {
+          case AcknowledgeType.ACCEPT => accepted += 1
+          case AcknowledgeType.RELEASE => released += 1
+          case _ => rejected += 1 // a settlement is ACCEPT, RELEASE or REJECT
+        }
+      }
+      if (notHeld > 0) warnNotHeld(held.round, notHeld, held.size)
+      Settlement(accepted, released, rejected)
+    }
+    val next = state match {
+      case s: Holding => Idle(facts, s.ahead)
+      case s: Stopped => s.copy(facts = facts, round = None)
+      case s: Idle => s.copy(facts = facts)
+      case s: TurnedAway => s.copy(facts = facts)
+      case s: Refused => s.copy(facts = facts)
+      case s: Closed => s.copy(facts = facts)
+    }
+    (next, settlement)
+  }
+
+  /**
+   * Polls until records arrive or `timeout` passes, and holds what arrived for `round` (an empty
+   * holding too: an evaluation of the same batch again must find nothing again, not poll anew).
+   * Records taken in ahead are the round's records, without a poll. Records that may have waited in
+   * the client for half their lock are renewed first; those whose renewal fails are left out (not
+   * handed to Spark yet). A consumer's first poll, which joins the group, waits [[firstPollTimeout]].
+   */
+  def pollRound(state: SlotState, round: Long, topics: Set[String], timeout: Duration, limits: GroupLimits)
+      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
+    case Refused(_, refusal) => throw refusal
+    case s: Holding => throw new IllegalStateException(s"slot $slot polled while records of round ${s.held.round} are unsettled")
+    case s: Idle =>
+      val subscribed = resubscribe(s, topics)
+      if (topics.isEmpty) (Holding(subscribed.facts, HeldRecords(round, new java.util.ArrayList(), System.nanoTime())), java.util.List.of())
+      else {
+        val (polledState, polled) = subscribed.ahead match {
+          case Some(ahead) => (subscribed.copy(ahead = None), ahead)
+          case None =>
+            val wait = if (subscribed.facts.joined) timeout else firstPollTimeout(timeout, limits)
+            untilRecords(subscribed.copy(facts = subscribed.facts.copy(joined = true)), wait)
+        }
+        polledState match {
+          case away: TurnedAway => (away, java.util.List.of())
+          case idle: Idle =>
+            val locked = if (renewDue(polled, limits)) RecordLockRenewal.renew(client, slot, polled, outcomes) else polled
+            // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
+            logDebug(s"Slot $slot, round $round: acquired ${locked.size} records")
+            (Holding(idle.facts, locked.copy(round = round, hidden = Set.empty, unlocked = Nil)), locked.records)
+          case other => throw new IllegalStateException(s"slot $slot: a poll left it $other")
+        }
+      }
+    case ended => throw new IllegalStateException(s"slot $slot polled once ended (${ended.getClass.getSimpleName})")
+  }
+
+  /** Subscribes to `topics` if they changed, first releasing what was taken in ahead of the old ones. */
+  private def resubscribe(state: Idle, topics: Set[String]): Idle =
+    if (topics == state.facts.subscribed) state
+    else {
+      state.ahead.foreach(ahead => acknowledgeAll(ahead.round, ahead.records, AcknowledgeType.RELEASE))
+      val next = Idle(state.facts.copy(subscribed = topics))
+      failingAs(next) { if (topics.isEmpty) client.unsubscribe() else client.subscribe(topics) }
+      next
+    }
+
+  /** Polls until records arrive or `timeout` passes: a zero-timeout poll first, so what the longer ones bring is dated from it. */
+  private def untilRecords(state: Idle, timeout: Duration): (SlotState, HeldRecords) = {
+    val deadline = System.nanoTime() + timeout.toNanos
+    var (next, polled) = pollOnce(state, Duration.ZERO)
+    var remaining = deadline - System.nanoTime() // read once per turn: a later read could be negative
+    while (polled.size == 0 && remaining > 0 && !next.isInstanceOf[TurnedAway]) {
+      val (again, records) = pollOnce(next.asInstanceOf[Idle], Duration.ofNanos(remaining))
+      next = again
+      polled = records
+      remaining = deadline - System.nanoTime()
+    }
+    (next, polled)
+  }
+
+  /** One poll; its records are dated from the last poll that returned nothing, and belong to no round yet. */
+  private def pollOnce(state: Idle, timeout: Duration): (SlotState, HeldRecords) = {
+    val startedAt = System.nanoTime()
+    val lockedSince = state.facts.dating.bufferEmptySinceNanos
+    val polled = try client.poll(timeout) catch {
+      // From a task's poll or the renewer's, whichever first meets it: the slot's next task replaces the consumer.
+      case e: GroupMaxSizeReachedException =>
+        SlotProtocol.warnTurnedAway(slot, e)
+        return (TurnedAway(state.facts), HeldRecords(HeldRecords.NoRound, new java.util.ArrayList(), lockedSince))
+      case NonFatal(e) => throw SlotTransitionFailed(state, e)
+    }
+    val dating = state.facts.dating.after(startedAt, polled.records.size)
+    (state.copy(facts = state.facts.copy(dating = dating)),
+      HeldRecords(HeldRecords.NoRound, polled.records, lockedSince, topicIds = polled.topicIds))
+  }
+
+  /**
+   * A consumer that joins just after another gets an empty assignment first, and its partitions with
+   * the group's next assignment, at most an assignment interval after the one made as the other
+   * joined. They reach it in the answer to the heartbeat that acknowledges the empty assignment, which
+   * Kafka's client (4.3) gets only as this first poll returns: a poll that ends before the group
+   * assigns again leaves them to the next regular heartbeat, 5 s on, and one that ends later than just
+   * after holds the round for nothing (docs/benchmarks.md, "The first batch at P=2 and P=4"). With a
+   * short interval (0 assigns each consumer as it joins), the poll still lasts long enough to join
+   * and fetch.
+   */
+  private def firstPollTimeout(timeout: Duration, limits: GroupLimits): Duration = {
+    val justAfter = Seq(Duration.ofMillis(limits.assignmentIntervalMs).plus(AssignmentMargin), JoinAndFetch).max
+    Seq(justAfter, timeout).min
+  }
+
+  /**
+   * Takes redeliveries of records an earlier round handed to Spark out of what `round` hands to Spark,
+   * and ACCEPTs them at once (the `checkpoint-dedup` and `two-phase-commit` strategies drop them): they
+   * wait for no batch, and their locks would run on while this round's batch runs. Returns the rest.
+   */
+  def acceptDelivered(state: SlotState, round: Long, delivered: Set[RecordCoordinates])
+      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
+    val holding = holdingRound(state, round)
+    val (accepted, kept) = holding.held.records.asScala.partition(r => delivered.contains(RecordCoordinates.of(r)))
+    acknowledgeAll(round, accepted.asJava, AcknowledgeType.ACCEPT)
+    // The accepted ones are no longer this round's to settle, even if sending them fails.
+    val next = holding.copy(held = holding.held.copy(records = new java.util.ArrayList(kept.asJava)))
+    if (accepted.nonEmpty) failingAs(next)(commit(ShareConsumerPool.CloseTimeout))
+    (next, next.held.visible)
+  }
+
+  /**
+   * Keeps `loggedByOthers` held but out of what `round` hands to Spark: another slot logged them for
+   * this same round first, and its batch holds them. They are settled with the round. Returns the rest.
+   */
+  def hide(state: SlotState, round: Long, loggedByOthers: Set[RecordCoordinates])
+      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
+    val holding = holdingRound(state, round)
+    val next = holding.copy(held = holding.held.copy(hidden = holding.held.hidden ++ loggedByOthers))
+    (next, next.held.visible)
+  }
+
+  /** RELEASEs what `round` acquired, sends it, and returns it: no batch reads those records. */
+  def releaseRound(state: SlotState, round: Long, timeout: Duration)
+      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
+    case s: Holding if s.held.round == round =>
+      acknowledgeAll(round, s.held.records, AcknowledgeType.RELEASE)
+      val next = Idle(s.facts, s.ahead)
+      failingAs(next)(commit(timeout))
+      (next, s.held.records)
+    case other => (other, java.util.List.of())
+  }
+
+  /**
+   * For a consumer left behind (its slot's tasks now run on another executor, so no task of its own
+   * settles it): RELEASEs what it holds from committed rounds, and what it took in ahead, at once,
+   * instead of renewing their locks until the pool closes it. Records of a later round belong to a
+   * batch still running, and stay. Returns how many records of a round it released.
+   */
+  def releaseLeftBehind(state: SlotState, committedThrough: Long, timeout: Duration): (SlotState, Int) =
+    if (state.ended || state.round.exists(_.round > committedThrough) || (state.round.isEmpty && state.ahead.isEmpty)) {
+      (state, 0)
+    } else {
+      val (settled, settlement) = settle(state, committedThrough, AcknowledgementMarks.None, atHome = false)
+      val next = releaseAhead(settled)
+      failingAs(next)(commit(timeout))
+      (next, settlement.released)
+    }
+
+  /**
+   * Renews the locks of held records once half their duration has passed, so a batch may take
+   * longer than the lock. While the slot's round is empty, first takes in what the client fetched in
+   * the background since, so that those records keep their locks too until the next round; every
+   * quarter of a lock is enough, since they are dated from the last empty poll and renewed at half
+   * (a poll each time the renewer comes round cost an idle stream CPU for nothing).
+   */
+  def renewIfDue(state: SlotState, limits: GroupLimits): SlotState = {
+    val now = System.nanoTime()
+    val facts = state.facts
+    val takenIn = state match {
+      case s @ (_: Idle | _: Holding) if s.round.forall(_.size == 0) && s.ahead.isEmpty && facts.dating.fetching &&
+          facts.subscribed.nonEmpty && now - facts.dating.takenInAtNanos > lockNanos(limits) / 4 =>
+        val idle = Idle(facts.copy(dating = facts.dating.copy(takenInAtNanos = now)))
+        pollOnce(idle, Duration.ZERO) match {
+          case (away: TurnedAway, _) => away
+          case (polled: Idle, records) =>
+            val ahead = Some(records).filter(_.size > 0)
+            s match {
+              case h: Holding => h.copy(facts = polled.facts, ahead = ahead)
+              case _ => polled.copy(ahead = ahead)
+            }
+          case (other, _) => other
+        }
+      case s => s
+    }
+    def renewed(records: HeldRecords) =
+      if (renewDue(records, limits)) RecordLockRenewal.renew(client, slot, records, outcomes) else records
+    takenIn match {
+      case s: Holding => s.copy(held = renewed(s.held), ahead = s.ahead.map(renewed))
+      case s: Idle => s.copy(ahead = s.ahead.map(renewed))
+      case s => s
+    }
+  }
+
+  /**
+   * Leaves the group, so that the client sends no more fetches, and keeps what the slot holds for
+   * [[close]] to settle. Returns how long a fetch the client had already sent may still acquire
+   * records. Leaving waits for the group coordinator, up to the consumer's `default.api.timeout.ms`
+   * if it cannot be reached.
+   */
+  def stopFetching(state: SlotState): (SlotState, Duration) = state match {
+    case s @ (_: Idle | _: Holding) =>
+      val next = Stopped(s.facts.copy(subscribed = Set.empty), s.round, s.ahead)
+      if (s.facts.subscribed.isEmpty) (next, Duration.ZERO)
+      else {
+        failingAs(next)(client.unsubscribe())
+        (next, fetchWait)
+      }
+    case ended => (ended, Duration.ZERO)
+  }
+
+  /** Settles what is held by what the slot knows is committed, releases what it took in ahead, and closes. */
+  def close(state: SlotState, committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration): SlotState = {
+    val closed = Closed(state.facts)
+    try {
+      val (settled, _) = settle(state, committedThrough, marks, atHome = true)
+      releaseAhead(settled)
+    } catch {
+      case NonFatal(e) => throw SlotTransitionFailed(closed, e)
+    } finally client.close(timeout)
+    closed
+  }
+
+  /** Sends what is marked and waits up to `timeout` for the answer ([[RecordLockRenewal.commit]]). */
+  def commit(timeout: Duration): Option[Set[org.apache.kafka.common.TopicPartition]] =
+    RecordLockRenewal.commit(client, slot, timeout)
+
+  private def releaseAhead(state: SlotState): SlotState = {
+    state.ahead.foreach(ahead => acknowledgeAll(ahead.round, ahead.records, AcknowledgeType.RELEASE))
+    state match {
+      case s: Idle => s.copy(ahead = None)
+      case s: Holding => s.copy(ahead = None)
+      case s: Stopped => s.copy(ahead = None)
+      case s => s
+    }
+  }
+
+  private def holdingRound(state: SlotState, round: Long): Holding = state match {
+    case s: Holding if s.held.round == round => s
+    case other => throw new IllegalStateException(s"slot $slot: round $round is not held (${other.getClass.getSimpleName})")
+  }
+
+  /** Acknowledges each of `records` that the client still holds; warns once if it holds some no more. */
+  private def acknowledgeAll(round: Long, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+      ackType: AcknowledgeType): Unit = {
+    val notHeld = records.asScala.count(r => !client.acknowledge(r, ackType))
+    if (notHeld > 0) warnNotHeld(round, notHeld, records.size)
+  }
+
+  /**
+   * Once per call that meets them: records the client no longer holds lost their locks as a renewal
+   * failed or got no answer in time (a broker that stopped answering past their lock); the
+   * acknowledgement callback counts them as such when the renewal's outcome arrives, and the group
+   * delivers them again.
+   */
+  private def warnNotHeld(round: Long, notHeld: Int, of: Int): Unit = {
+    val which = if (round == HeldRecords.NoRound) "taken in ahead of a round" else s"of round $round"
+    logWarning(s"Slot $slot: the consumer no longer holds $notHeld of the $of records $which: their lock " +
+      "renewal failed, or its broker did not answer it in time. The group delivers them again.")
+  }
+
+  private def renewDue(records: HeldRecords, limits: GroupLimits): Boolean = limits.renewAllowed && records.size > 0 &&
+    System.nanoTime() - records.lockedSinceNanos > lockNanos(limits) / 2
+
+  private def lockNanos(limits: GroupLimits): Long =
+    TimeUnit.MILLISECONDS.toNanos(client.acquisitionLockTimeoutMs.getOrElse(limits.lockDurationMs))
+}
+
+private[executor] object SlotProtocol extends Logging {
+  /** For the group's next assignment, due at most an assignment interval after this consumer joined, to be made. */
+  private val AssignmentMargin = Duration.ofMillis(200)
+  /** A new group's first consumer has records about 0.5 s after it joined (docs/benchmarks.md, "Joining the group"). */
+  private val JoinAndFetch = Duration.ofSeconds(1)
+  private val WarnInterval = Duration.ofMinutes(1)
+  private val lastWarnedNanos = new java.util.concurrent.atomic.AtomicLong(System.nanoTime() - WarnInterval.toNanos)
+
+  /** `effect`, which follows the transition to `next`: if it throws, the slot is in `next` all the same. */
+  private def failingAs[T](next: SlotState)(effect: => T): T =
+    try effect catch { case NonFatal(e) => throw SlotTransitionFailed(next, e) }
+
+  /**
+   * At most once a minute per JVM: while the group stays full, every round of the slot is turned away.
+   * The group had as many members as the broker allows (`group.share.max.size`); Kafka's client then
+   * gives up on the group for good, so the slot's next task replaces the consumer with one that asks
+   * again: the query takes the place once another member leaves (say, one of its own previous run's,
+   * whose session outlives a crash).
+   */
+  private def warnTurnedAway(slot: Int, e: GroupMaxSizeReachedException): Unit = {
+    val last = lastWarnedNanos.get()
+    if (System.nanoTime() - last >= WarnInterval.toNanos && lastWarnedNanos.compareAndSet(last, System.nanoTime())) {
+      logWarning(s"Slot $slot: the share group turned its consumer away (${e.getMessage}). The slot reads " +
+        "nothing and asks again each round; the query's other consumers read on. Lower 'kafka.share.parallelism', " +
+        "stop other members of the group, or raise the broker's group.share.max.size.")
+    }
+  }
+}
+
+/** A transition failed after the slot reached `next`: the slot is in `next`, and `cause` is what failed. */
+private[executor] final case class SlotTransitionFailed(next: SlotState, cause: Throwable) extends Exception(cause)
