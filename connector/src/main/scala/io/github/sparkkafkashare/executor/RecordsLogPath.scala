@@ -115,16 +115,24 @@ private[sparkkafkashare] object RecordsLogPath {
    * Fails the task unless the driver says its query run still runs and has not committed `round`: an
    * attempt that Spark wrote off (its executor lost, the run stopped, its driver gone) and that still
    * runs must not log a round that is decided, whose files the run, or the next one, may have replayed
-   * or pruned. Its records would then count as delivered when they come back. A driver that does not
-   * know the run at all (another copy of the connector answers) cannot say, and the write goes ahead.
+   * or pruned. Its records would then count as delivered when they come back.
    */
-  def fenceLateAttempt(runId: String, slot: Int, round: Long): Unit = QueryRunRegistry.lookUp(runId) match {
-    case RunLookUp.Running(state) if round > state.committedThrough =>
-    case RunLookUp.Unknown =>
-    case RunLookUp.Running(state) => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId " +
-      s"committed through round ${state.committedThrough}, so this late attempt's records are not logged; " +
-      "its consumer gives them back to the group.")
-    case ended => throw new IllegalStateException(s"Slot $slot, round $round: query run $runId is not running " +
-      s"($ended), so its records are not logged; its consumer gives them back to the group.")
+  def fenceLateAttempt(runId: String, slot: Int, round: Long): Unit =
+    mayLog(runId, slot, round, QueryRunRegistry.lookUp(runId)) match {
+      case Left(why) => throw new IllegalStateException(why)
+      case Right(()) =>
+    }
+
+  /**
+   * Whether a task may log `round` by what the driver said of its run, or why not. A driver that does
+   * not know the run at all (another copy of the connector answers) cannot say, and the write goes ahead.
+   */
+  def mayLog(runId: String, slot: Int, round: Long, run: RunLookUp): Either[String, Unit] = run match {
+    case RunLookUp.Running(state) if round > state.committedThrough => Right(())
+    case RunLookUp.Unknown => Right(())
+    case RunLookUp.Running(state) => Left(s"Slot $slot, round $round: query run $runId committed through round " +
+      s"${state.committedThrough}, so this late attempt's records are not logged; its consumer gives them back to the group.")
+    case ended => Left(s"Slot $slot, round $round: query run $runId is not running ($ended), so its records are not " +
+      "logged; its consumer gives them back to the group.")
   }
 }

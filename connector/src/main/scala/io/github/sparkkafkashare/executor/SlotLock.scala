@@ -11,19 +11,17 @@ import org.apache.spark.TaskContext
  * task's thread, gives the slot back; a lock owned by a thread would stay taken. Callers outside any
  * task (the janitor, the lock renewer, the JVM's exit) hold it by thread.
  */
-private[executor] final class SlotLock {
+private[executor] final class SlotLock(caller: () => Any = SlotLock.taskAttemptOrThread) {
   private var owner: Option[Any] = None // guarded by this
   private var holds = 0
-
-  private def caller: Any = Option(TaskContext.get()).map(c => ("task", c.taskAttemptId())).getOrElse(Thread.currentThread())
 
   private def acquire(who: Any): Boolean =
     if (owner.forall(_ == who)) { owner = Some(who); holds += 1; true } else false
 
-  def tryLock(): Boolean = synchronized(acquire(caller))
+  def tryLock(): Boolean = synchronized(acquire(caller()))
 
   def tryLock(timeout: Long, unit: TimeUnit): Boolean = synchronized {
-    val who = caller
+    val who = caller()
     val deadline = System.nanoTime() + unit.toNanos(timeout)
     var acquired = acquire(who)
     while (!acquired && deadline - System.nanoTime() > 0) {
@@ -34,7 +32,7 @@ private[executor] final class SlotLock {
   }
 
   def lockInterruptibly(): Unit = synchronized {
-    val who = caller
+    val who = caller()
     while (!acquire(who)) wait()
   }
 
@@ -49,7 +47,7 @@ private[executor] final class SlotLock {
   }
 
   def unlock(): Unit = synchronized {
-    if (!owner.contains(caller)) throw new IllegalMonitorStateException("the slot is not held by this caller")
+    if (!owner.contains(caller())) throw new IllegalMonitorStateException("the slot is not held by this caller")
     holds -= 1
     if (holds == 0) {
       owner = None
@@ -60,5 +58,10 @@ private[executor] final class SlotLock {
   def isLocked: Boolean = synchronized(owner.isDefined)
 
   /** Whether the calling task (or, outside a task, thread) holds it. */
-  def isHeldByCaller: Boolean = synchronized(owner.contains(caller))
+  def isHeldByCaller: Boolean = synchronized(owner.contains(caller()))
+}
+
+private[executor] object SlotLock {
+  /** The calling task attempt, or, outside a task, the calling thread. */
+  def taskAttemptOrThread(): Any = Option(TaskContext.get()).map(c => ("task", c.taskAttemptId())).getOrElse(Thread.currentThread())
 }

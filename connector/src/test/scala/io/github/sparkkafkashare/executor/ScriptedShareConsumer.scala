@@ -13,7 +13,8 @@ import org.apache.kafka.common.{KafkaException, TopicIdPartition, TopicPartition
  * scripted answer (records, nothing, or an exception Kafka's client throws), and each commit applies
  * the marked acknowledgements and answers as scripted (applied, refused for some partitions, or no
  * answer in time). It follows Kafka's client (4.3) where the protocol depends on it: a poll's records
- * are held for acknowledgement until acknowledged and committed; records acknowledged with RENEW are
+ * are held for acknowledgement until acknowledged and sent (by a commit, the next poll, or the
+ * close), and a poll fails while one of them is not acknowledged; records acknowledged with RENEW are
  * held no more until a poll returns them again, which the poll after an applied renewal does, and
  * nothing else; the acknowledgement callback hears what each commit did.
  */
@@ -32,6 +33,8 @@ private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCom
   var pollTimeouts: Vector[Duration] = Vector.empty
   var lockTimeoutMs: Option[Long] = None
   var closed = false
+  /** Runs as each poll begins: a test can hold the poll there. */
+  var onPoll: () => Unit = () => ()
 
   /** The next polls return these answers, in order; once they are used, polls return nothing. */
   def willPoll(answers: Answer*): Unit = polls ++= answers
@@ -45,7 +48,11 @@ private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCom
 
   override def poll(timeout: Duration): Polled = {
     pollTimeouts :+= timeout
-    if (inFlight.nonEmpty) throw new IllegalStateException("All records must be acknowledged before the next poll")
+    onPoll()
+    if (inFlight.keys.exists(k => !marked.contains(k))) {
+      throw new IllegalStateException("All records must be acknowledged before the next poll")
+    }
+    if (marked.nonEmpty) commit(timeout) // a poll sends what is marked
     val records = if (renewed.nonEmpty) { val back = renewed.values.toList; renewed.clear(); back }
       else if (renewing.nonEmpty) Nil
       else polls.headOption.map(_ => polls.dequeue()) match {
@@ -90,7 +97,11 @@ private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCom
 
   override def acquisitionLockTimeoutMs: Option[Long] = lockTimeoutMs
 
-  override def close(timeout: Duration): Unit = closed = true
+  /** Sends what is marked, as Kafka's client does as it closes. */
+  override def close(timeout: Duration): Unit = {
+    if (marked.nonEmpty) commit(timeout)
+    closed = true
+  }
 }
 
 private[executor] object ScriptedShareConsumer {
