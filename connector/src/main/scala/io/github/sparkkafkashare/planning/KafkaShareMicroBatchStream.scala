@@ -68,7 +68,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     () => TimeUnit.MILLISECONDS.toNanos(group.groupLimits.lockDurationMs))
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
   private val subscribed = new SubscribedTopics(admin, options.subscription)
-  private val policy = new RoundPolicy(counters, backlog, outage, subscribed, slotLocations, runId,
+  private val policy = new RoundPolicy(counters, backlog, outage, subscribed, slotLocations,
+    () => QueryRunRegistry.countedOutsideTasks(runId),
+    () => ExecutorLocality.sortedExecutors().toSet + ExecutorLocality.currentExecutor(),
     triggersBackToBack = query.exists(_.runsBackToBack))
   private val redeliveryWarnings = new RedeliveryWarnings(options.groupId, KafkaShareSourceOptions.LockTimeoutMs)
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */

@@ -6,7 +6,6 @@ import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeExce
 import io.github.sparkkafkashare.executor.{ShareConsumerPool, SlotLocations}
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
 
 /**
  * When a run offers Spark another round (`latestOffset`), and what the group's backlog is.
@@ -17,7 +16,9 @@ import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
  * that Kafka leaves stale after a round that found nothing does not count ([[Backlog]]). Under
  * Trigger.AvailableNow rounds run until the backlog at its start is taken.
  *
- * @param triggersBackToBack Spark asks again 10 ms after a trigger that ran no batch (its default trigger)
+ * @param countedOutsideTasks what executors' janitors counted for the run, which no task reports
+ * @param liveExecutors       the task locations of the live executors, the driver's among them
+ * @param triggersBackToBack  Spark asks again 10 ms after a trigger that ran no batch (its default trigger)
  */
 private[planning] final class RoundPolicy(
     counters: KafkaShareSourceMetrics,
@@ -25,7 +26,8 @@ private[planning] final class RoundPolicy(
     outage: OutageTolerance,
     topics: SubscribedTopics,
     slotLocations: SlotLocations,
-    runId: String,
+    countedOutsideTasks: () => Map[String, Long],
+    liveExecutors: () => Set[String],
     triggersBackToBack: Boolean)
   extends Logging {
 
@@ -48,8 +50,7 @@ private[planning] final class RoundPolicy(
   private var slotMovedAt: Option[Long] = None
   /** Set by Trigger.AvailableNow: the records to drain, counted from what the run had taken at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
-  private val lostConsumers = new LostConsumers(slotLocations,
-    () => ExecutorLocality.sortedExecutors().toSet + ExecutorLocality.currentExecutor())
+  private val lostConsumers = new LostConsumers(slotLocations, liveExecutors)
 
   /** Whether the last round acquired records. */
   def flowing: Boolean = recordsFlowing
@@ -97,7 +98,7 @@ private[planning] final class RoundPolicy(
    * What the run has taken: [[KafkaShareSourceMetrics.taken]], less what consumers on executors
    * that are gone held unsettled, which Kafka delivers again ([[LostConsumers]]).
    */
-  private def takenSoFar(): Long = counters.taken(QueryRunRegistry.countedOutsideTasks(runId)) - lostConsumers.heldRecords()
+  private def takenSoFar(): Long = counters.taken(countedOutsideTasks()) - lostConsumers.heldRecords()
 
   /**
    * The backlog a progress report shows, asked of Kafka at most every [[SubscribedTopics.RefreshNanos]]
