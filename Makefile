@@ -20,11 +20,12 @@ WHEELHOUSE := dist/wheelhouse
 export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
 export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: help venv jar wheel kafka-up kafka-down demo test test-scala test-python test-extended test-cluster test-compat test-compat-oldest publish-local test-packages fault-matrix lint bench clean
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-unit test-scala test-python test-extended test-cluster test-compat test-compat-oldest publish-local test-packages fault-matrix lint bench clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
 	@echo "make test        every test: ScalaTest, lint and type checks, pytest against the real broker"
+	@echo "make test-unit   the ScalaTest suites that need no broker (the executor's protocol, options, records log)"
 	@echo "make fault-matrix every case of the fault-injection matrix (make test runs a part of it; ~30 min)"
 	@echo "make test-extended the slow cases make test leaves out, each covered there by a faster one (~5 min)"
 	@echo "make test-cluster the faults of a three-node Kafka cluster during drains (make test runs one of them)"
@@ -77,6 +78,11 @@ demo: $(WHEEL) kafka-up
 
 test-scala: $(VENV)/.installed kafka-up
 	$(SBT) connector/test < /dev/null
+
+# The ScalaTest suites that need no broker and no S3 emulator (those tagged UsesLocalServices are left out):
+# the option checks, the records log, and every transition of the executor's protocol, in under a minute.
+test-unit: $(VENV)/.installed
+	$(SBT) "connector/testOnly -- -l io.github.sparkkafkashare.UsesLocalServices" < /dev/null
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check python integration-tests benchmarks

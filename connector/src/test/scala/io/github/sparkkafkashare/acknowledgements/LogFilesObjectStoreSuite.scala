@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.net.{ServerSocket, URI}
 import java.net.http.{HttpClient, HttpRequest, HttpResponse}
 import java.nio.file.{Files, Path => LocalPath}
@@ -21,6 +22,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * same moment, exactly one wins, by S3's conditional write (`If-None-Match`), where S3A's check as the
  * stream opens let two writers that opened together both win.
  */
+@UsesLocalServices
 class LogFilesObjectStoreSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val port = { val s = new ServerSocket(0); try s.getLocalPort finally s.close() }
   private val bucket = "kafka-share-tests"

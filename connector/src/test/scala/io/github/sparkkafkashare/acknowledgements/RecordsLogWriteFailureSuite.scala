@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.io.{ByteArrayOutputStream, IOException, OutputStream}
 import java.net.URI
 import java.nio.charset.StandardCharsets.UTF_8
@@ -37,6 +38,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * a retry on another executor would log them), shows that the first records logged are the batch's:
  * the retry returns those, not the ones its own consumer holds.
  */
+@UsesLocalServices
 class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private lazy val admin = LocalKafka.newAdmin()

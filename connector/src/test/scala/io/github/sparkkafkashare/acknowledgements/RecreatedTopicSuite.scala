@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.nio.file.Files
 import java.util.UUID
 
@@ -20,6 +21,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * them. They are other records, and each must reach the sink once. The records log tells them apart
  * by the id of the topic the broker delivered them under. A real broker and a real query in local mode.
  */
+@UsesLocalServices
 class RecreatedTopicSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private lazy val admin = LocalKafka.newAdmin()

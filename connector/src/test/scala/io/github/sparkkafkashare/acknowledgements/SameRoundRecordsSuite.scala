@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.net.URI
 import java.nio.file.Files
 import java.util.UUID
@@ -29,6 +30,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * takes 6 s to create, so the locks of the slot writing it lapse while it writes. The other slot's
  * poll waits up to 20 s for records, so it is still polling when they come back.
  */
+@UsesLocalServices
 class SameRoundRecordsSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private lazy val admin = LocalKafka.newAdmin()

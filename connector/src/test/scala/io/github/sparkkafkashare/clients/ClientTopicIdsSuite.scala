@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.clients
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 
@@ -18,6 +19,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * own fields: against the local broker, with the kafka-clients release this jar shades, so a release
  * that renames those fields fails here.
  */
+@UsesLocalServices
 class ClientTopicIdsSuite extends AnyFunSuite with BeforeAndAfterAll {
   private lazy val admin = LocalKafka.newAdmin()
 

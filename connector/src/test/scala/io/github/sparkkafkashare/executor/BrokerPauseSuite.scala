@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.executor
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.SECONDS
@@ -29,6 +30,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * The slot must settle anyway, count them as locks lost, and leave them to the group, which delivers
  * them again. Against the local broker, which the suite pauses for 14 s.
  */
+@UsesLocalServices
 class BrokerPauseSuite extends AnyFunSuite with BeforeAndAfterAll {
   private lazy val admin = LocalKafka.newAdmin()
   // The driver's registry of runs, which the slot's pool may ask; nothing else of Spark runs here.

@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.executor
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.net.ServerSocket
 import java.util.UUID
 import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
@@ -23,6 +24,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * different failures with different fixes (a new checkpoint; reaching the cluster), so the reader
  * must tell them apart. The end-to-end replays are in integration-tests/test_driver_kill.py.
  */
+@UsesLocalServices
 class KafkaShareReplayReaderSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private lazy val admin = LocalKafka.newAdmin()

@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.executor
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.SECONDS
@@ -16,6 +17,7 @@ import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 /** Kafka's share consumer behind the slot's narrow interface, against the local broker. */
+@UsesLocalServices
 class ShareConsumerClientSuite extends AnyFunSuite with BeforeAndAfterAll {
   private lazy val admin = LocalKafka.newAdmin()
 

@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.executor
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.nio.file.Files
 import java.time.Duration
 import java.util.UUID
@@ -37,6 +38,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * still reads its whole round. Which records another member of the group can then acquire is the
  * broker's answer.
  */
+@UsesLocalServices
 class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")

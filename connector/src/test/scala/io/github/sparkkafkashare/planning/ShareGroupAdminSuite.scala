@@ -1,5 +1,6 @@
 package io.github.sparkkafkashare.planning
 
+import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.SECONDS
@@ -25,6 +26,7 @@ import org.scalatest.funsuite.AnyFunSuite
  * KAFKA_BOOTSTRAP_SERVERS): where each share-partition starts is read back through Kafka's Admin
  * API, and what a share consumer of the group then acquires is the broker's answer.
  */
+@UsesLocalServices
 class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
