@@ -1,7 +1,7 @@
 package io.github.sparkkafkashare.acknowledgements
 
+import io.github.sparkkafkashare.runs.RoundMarks
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
-import org.apache.spark.sql.kafkashare.RoundMarks
 
 /**
  * The acknowledgements user code chose, in explicit mode, for records of one committed round.

@@ -3,11 +3,12 @@ package io.github.sparkkafkashare.executor
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import io.github.sparkkafkashare.runs.RunLookUp
 import org.apache.kafka.clients.consumer.ConsumerRecord
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.kafkashare.{QueryRunRegistry, RunLookUp}
+import org.apache.spark.sql.kafkashare.QueryRunRegistry
 
 /**
  * `checkpoint-dedup` and `two-phase-commit` on the executor: a round's records are logged in the

@@ -12,10 +12,11 @@ import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, Deliver
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
 import io.github.sparkkafkashare.options.KafkaShareSparkConf
+import io.github.sparkkafkashare.runs.RunLookUp
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunLookUp}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot

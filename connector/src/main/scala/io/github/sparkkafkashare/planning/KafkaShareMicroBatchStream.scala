@@ -12,10 +12,11 @@ import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, RedeliveryWar
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
+import io.github.sparkkafkashare.runs.RunState
 import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.kafka.common.TopicPartition
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunState, RunningStreamingQuery}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RunningStreamingQuery}
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.acknowledgements
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.net.{ServerSocket, URI}
 import java.net.http.{HttpClient, HttpRequest, HttpResponse}
 import java.nio.file.{Files, Path => LocalPath}
@@ -10,6 +9,7 @@ import java.util.concurrent.{CyclicBarrier, TimeUnit}
 import scala.concurrent.{Await, ExecutionContext, Future}
 import scala.concurrent.duration._
 
+import io.github.sparkkafkashare.UsesLocalServices
 import org.apache.hadoop.conf.Configuration
 import org.apache.spark.util.SerializableConfiguration
 import org.scalatest.BeforeAndAfterAll

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.acknowledgements
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.io.{ByteArrayOutputStream, IOException, OutputStream}
 import java.net.URI
 import java.nio.charset.StandardCharsets.UTF_8
@@ -14,6 +13,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.LocalKafka.bootstrap
+import io.github.sparkkafkashare.UsesLocalServices
 import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
 import org.apache.hadoop.util.Progressable
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.acknowledgements
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.nio.file.Files
 import java.util.UUID
 
@@ -8,6 +7,7 @@ import scala.concurrent.duration._
 
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.LocalKafka.bootstrap
+import io.github.sparkkafkashare.UsesLocalServices
 import org.apache.kafka.clients.admin.NewTopic
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.streaming.Trigger

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.acknowledgements
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.net.URI
 import java.nio.file.Files
 import java.util.UUID
@@ -10,6 +9,7 @@ import scala.concurrent.duration._
 
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.LocalKafka.bootstrap
+import io.github.sparkkafkashare.UsesLocalServices
 import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
 import org.apache.hadoop.util.Progressable
 import org.apache.kafka.clients.admin.NewTopic

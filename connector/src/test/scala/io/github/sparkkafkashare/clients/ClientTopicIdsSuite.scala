@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.clients
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 
@@ -8,6 +7,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.LocalKafka.bootstrap
+import io.github.sparkkafkashare.UsesLocalServices
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaConsumer, KafkaShareConsumer}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.serialization.ByteArrayDeserializer

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.executor
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.SECONDS
@@ -13,6 +12,7 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.LocalKafka.bootstrap
+import io.github.sparkkafkashare.UsesLocalServices
 import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import org.apache.kafka.clients.admin.NewTopic
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.executor
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.net.ServerSocket
 import java.util.UUID
 import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
@@ -8,6 +7,7 @@ import java.util.concurrent.TimeUnit.{NANOSECONDS, SECONDS}
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.LocalKafka
+import io.github.sparkkafkashare.UsesLocalServices
 import io.github.sparkkafkashare.acknowledgements.{LoggedRecord, RecordCoordinates}
 import io.github.sparkkafkashare.errors.KafkaShareRuntimeException
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}

@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.executor
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.nio.file.Files
 import java.time.Duration
 import java.util.UUID
@@ -12,8 +11,10 @@ import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.LocalKafka
+import io.github.sparkkafkashare.UsesLocalServices
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
+import io.github.sparkkafkashare.runs.{RoundMarks, RunLookUp, RunState}
 import org.apache.hadoop.conf.Configuration
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerConfig, KafkaShareConsumer}
@@ -22,7 +23,7 @@ import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.config.ConfigResource
 import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 import org.apache.spark.{SparkConf, SparkContext}
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, RoundMarks, RunLookUp, RunState}
+import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
 import org.apache.spark.util.SerializableConfiguration
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._

@@ -11,10 +11,10 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, RecordCoordinates}
 import io.github.sparkkafkashare.errors.KafkaShareRuntimeException
 import io.github.sparkkafkashare.executor.ScriptedShareConsumer._
+import io.github.sparkkafkashare.runs.{RunLookUp, RunState}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 import org.apache.kafka.common.{KafkaException, TopicPartition}
 import org.apache.kafka.common.errors.{GroupAuthorizationException, GroupMaxSizeReachedException, InvalidRecordStateException}
-import org.apache.spark.sql.kafkashare.{RunLookUp, RunState}
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
@@ -31,7 +31,7 @@ class SlotProtocolSuite extends AnyFunSuite {
     GroupLimits(renewAllowed = renew, recordLocksPerPartition = 2000, lockDurationMs = lockMs, assignmentIntervalMs)
 
   /** A slot over a scripted consumer; `script` sets it up before the slot's first call. */
-  private def slot(groupLimits: GroupLimits = limits())(script: ScriptedShareConsumer => Unit = _ => ())
+  private def slot(groupLimits: GroupLimits = limits())(script: ScriptedShareConsumer => Unit)
       : (ShareConsumerSlot, ScriptedShareConsumer) = {
     var consumer: ScriptedShareConsumer = null
     val s = new ShareConsumerSlot(SlotKey("run", 3), groupConfig, groupLimits, (_, outcomes) => {

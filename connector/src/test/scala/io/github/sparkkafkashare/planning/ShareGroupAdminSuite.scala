@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare.planning
 
-import io.github.sparkkafkashare.UsesLocalServices
 import java.time.Duration
 import java.util.UUID
 import java.util.concurrent.TimeUnit.SECONDS
@@ -8,6 +7,7 @@ import java.util.concurrent.TimeUnit.SECONDS
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
+import io.github.sparkkafkashare.UsesLocalServices
 import io.github.sparkkafkashare.executor.GroupLimits
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic, RecordsToDelete}

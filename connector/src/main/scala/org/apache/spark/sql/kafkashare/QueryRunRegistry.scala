@@ -10,39 +10,7 @@ import org.apache.spark.internal.Logging
 import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, RpcTimeoutException, ThreadSafeRpcEndpoint}
 import org.apache.spark.util.RpcUtils
 
-/**
- * What an executor learns from the driver about a running query run.
- *
- * @param committedThrough every round up to this one is committed
- * @param homes            per slot, the executor whose consumer last read it
- */
-final case class RunState(committedThrough: Long, homes: Map[Int, String])
-
-/**
- * The acknowledgements user code chose, in explicit mode, for records of one committed round, in
- * plain types for the RPC layer: AcknowledgeType names by (topic, partition, offset).
- */
-final case class RoundMarks(round: Long, marks: Map[(String, Int, Long), String])
-
-/** What an executor heard when it asked the driver about a query run. */
-sealed trait RunLookUp
-
-object RunLookUp {
-  final case class Running(state: RunState) extends RunLookUp
-  /**
-   * The run stopped, and its closing job has run: a consumer of it still open was missed by that job,
-   * and is to be settled as the job would have, by the run's last state and the marks of its last
-   * committed round.
-   */
-  final case class Stopped(last: RunState, marks: RoundMarks) extends RunLookUp
-  /**
-   * The driver does not know the run: another copy of the connector, in a class loader of its own,
-   * answered, or the run stopped longer ago than the driver remembers ([[QueryRunRegistry.StoppedRunsKept]]).
-   */
-  case object Unknown extends RunLookUp
-  /** The driver did not answer in time: the run may well still be running. */
-  case object Unanswered extends RunLookUp
-}
+import io.github.sparkkafkashare.runs.{RoundMarks, RunLookUp, RunState}
 
 /**
  * The query runs of this application, kept by the driver and asked by executors over Spark's RPC
