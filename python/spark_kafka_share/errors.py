@@ -21,6 +21,8 @@ from pathlib import Path
 
 from pyspark.errors import PySparkException
 
+from . import _bundled_jars
+
 # The connector's conditions, with a message and a SQL state each, as the connector jar carries them.
 _CONDITIONS_RESOURCE = "error/kafka-share-error-conditions.json"
 
@@ -87,11 +89,8 @@ def _condition_sql_states() -> dict[str, str]:
 
 
 def _conditions_json() -> str:
-    from .session import jar_path  # here, as session imports this module
-
-    try:
-        jar = jar_path()
-    except KafkaShareConnectorNotFoundError:
+    jar = _bundled_jars.bundled_jar().path
+    if jar is None or not jar.is_file():
         # A source checkout has no jar in the package until python/build-wheel.sh copies it in.
         checkout = Path(__file__).resolve().parent.parent.parent
         return (checkout / "connector/src/main/resources" / _CONDITIONS_RESOURCE).read_text()

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pyspark
 from pyspark.sql import SparkSession
 
+from . import _bundled_jars
 from .errors import KafkaShareConnectorNotFoundError
-
-# build-wheel.sh copies the connector's assembly jars here (kafka-clients shaded inside), one per
-# Spark line and Scala version: spark-kafka-share-<build>.jar.
-_JARS_DIR = Path(__file__).parent / "jars"
-# The build that runs on each Spark line, by Scala version: one for every Spark 4 line, one for
-# Spark 3.5 per Scala version. The connector itself refuses, at load(), a line it was not built for.
-_BUILDS = {("3.5", "2.12"): "spark35_2.12", ("3.5", "2.13"): "spark35_2.13", ("4", "2.13"): "spark4_2.13"}
 
 
 def jar_path(spark_version: str | None = None, scala_version: str | None = None) -> str:
@@ -32,17 +22,13 @@ def jar_path(spark_version: str | None = None, scala_version: str | None = None)
         KafkaShareConnectorNotFoundError: the package has no jar for that Spark and Scala (a Spark line
             it was not built for, or a source checkout that was not built).
     """
-    spark = spark_version or pyspark.__version__
-    scala = scala_version or _installed_scala_version(spark)
-    line = "4" if spark.startswith("4.") else ".".join(spark.split(".")[:2])
-    build = _BUILDS.get((line, scala))
-    if build is None:
+    spark, scala, jar = _bundled_jars.bundled_jar(spark_version, scala_version)
+    if jar is None:
         raise KafkaShareConnectorNotFoundError(
             "KAFKA_SHARE_SPARK_UNSUPPORTED",
             f"This package has no kafka-share jar for Spark {spark} with Scala {scala}. It bundles jars for "
             "Spark 3.5 (Scala 2.12 and 2.13) and Spark 4.0 to 4.3 (Scala 2.13).",
         )
-    jar = _JARS_DIR / f"spark-kafka-share-{build}.jar"
     if not jar.is_file():
         raise KafkaShareConnectorNotFoundError(
             "KAFKA_SHARE_JAR_NOT_FOUND",
@@ -51,18 +37,6 @@ def jar_path(spark_version: str | None = None, scala_version: str | None = None)
             "python/build-wheel.sh <out-dir> <assembly-jar>..., which copies them there.",
         )
     return str(jar)
-
-
-def _installed_scala_version(spark_version: str) -> str:
-    """2.13 on Spark 4; on Spark 3.5, the Scala of the scala-library jar PySpark (or SPARK_HOME) runs with."""
-    if not spark_version.startswith("3."):
-        return "2.13"
-    # PySpark runs with SPARK_HOME's jars when it is set, else with its own.
-    homes = [Path(h) for h in [os.environ.get("SPARK_HOME")] if h] + [Path(pyspark.__file__).parent]
-    for home in homes:
-        for library in (home / "jars").glob("scala-library-2.*.jar"):
-            return ".".join(library.name.removeprefix("scala-library-").split(".")[:2])
-    return "2.12"
 
 
 def configure_spark_with_kafka_share(builder: SparkSession.Builder) -> SparkSession.Builder:

@@ -120,7 +120,7 @@ def bundle_jar(monkeypatch: pytest.MonkeyPatch, jar: Path, conditions: dict[str,
     with zipfile.ZipFile(jar, "w") as archive:
         if conditions is not None:
             archive.writestr("error/kafka-share-error-conditions.json", json.dumps(conditions))
-    monkeypatch.setattr(spark_kafka_share.session, "_JARS_DIR", jar.parent)
+    monkeypatch.setattr(spark_kafka_share._bundled_jars, "_JARS_DIR", jar.parent)
 
 
 def test_sql_states_come_from_the_bundled_connector_jar(

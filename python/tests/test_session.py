@@ -37,7 +37,7 @@ def bundled_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "jars").mkdir()
     for build in BUILDS:
         (tmp_path / "jars" / f"spark-kafka-share-{build}.jar").write_bytes(b"PK")
-    monkeypatch.setattr(spark_kafka_share.session, "_JARS_DIR", tmp_path / "jars")
+    monkeypatch.setattr(spark_kafka_share._bundled_jars, "_JARS_DIR", tmp_path / "jars")
     return tmp_path / "jars" / "spark-kafka-share-spark4_2.13.jar"
 
 
@@ -73,7 +73,7 @@ def test_jar_path_names_the_versions_it_has_jars_for_when_it_has_none_for_this_s
 def test_jar_path_says_how_to_get_the_jar_when_it_is_not_bundled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spark_kafka_share.session, "_JARS_DIR", tmp_path / "missing")
+    monkeypatch.setattr(spark_kafka_share._bundled_jars, "_JARS_DIR", tmp_path / "missing")
     with pytest.raises(KafkaShareConnectorNotFoundError) as raised:
         jar_path()
     assert raised.value.condition == "KAFKA_SHARE_JAR_NOT_FOUND"
