@@ -1,16 +1,15 @@
 package org.apache.spark.sql.kafkashare
 
-import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.{ConcurrentHashMap, TimeoutException}
 
 import scala.concurrent.duration._
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.runs.{RoundMarks, RunLookUp, RunState}
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
-import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, RpcTimeoutException, ThreadSafeRpcEndpoint}
+import org.apache.spark.rpc.{RpcCallContext, RpcEndpointRef, RpcEnv, RpcTimeout, ThreadSafeRpcEndpoint}
 import org.apache.spark.util.RpcUtils
-
-import io.github.sparkkafkashare.runs.{RoundMarks, RunLookUp, RunState}
 
 /**
  * The query runs of this application, kept by the driver and asked by executors over Spark's RPC
@@ -153,7 +152,7 @@ object QueryRunRegistry extends Logging {
    */
   def loggedBefore(runId: String, round: Long, slot: Int): Option[Seq[Int]] =
     try driver().askSync[Option[Seq[Int]]]((Logged, runId, round, slot), AskTimeout) catch {
-      case e: RpcTimeoutException => throw e
+      case e: TimeoutException => throw e // Spark's RpcTimeoutException, private to its package in 3.5
       case NonFatal(e) =>
         logWarning(s"The driver cannot order the records logs of query run $runId: ${e.getMessage}")
         None
