@@ -20,7 +20,7 @@ WHEELHOUSE := dist/wheelhouse
 export SPARK_KAFKA_SHARE_WHEEL := $(CURDIR)/$(WHEEL)
 export SPARK_KAFKA_SHARE_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: help venv jar wheel kafka-up kafka-down demo test test-unit test-scala test-python test-extended test-cluster test-compat test-compat-oldest publish-local test-packages fault-matrix lint bench clean
+.PHONY: help venv jar wheel kafka-up kafka-down demo test test-unit test-scala test-python test-extended test-cluster test-compat test-compat-oldest publish-local test-packages fault-matrix lint format bench clean
 
 help:
 	@echo "make demo        build, start a local Kafka broker, run a kafka-share streaming query on it"
@@ -85,6 +85,7 @@ test-unit: $(VENV)/.installed
 	$(SBT) "connector/testOnly -- -l io.github.sparkkafkashare.UsesLocalServices" < /dev/null
 
 lint: $(VENV)/.installed
+	$(SBT) scalafmtCheckAll < /dev/null
 	$(VENV)/bin/ruff check python integration-tests benchmarks
 	$(VENV)/bin/ruff format --check python integration-tests benchmarks
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/spark_kafka_share
@@ -133,6 +134,11 @@ fault-matrix: $(JAR) kafka-up
 	$(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
 
 test: test-scala test-python
+
+# Formats the Scala sources (.scalafmt.conf) and the Python ones, as make lint checks them.
+format: $(VENV)/.installed
+	$(SBT) scalafmtAll < /dev/null
+	$(VENV)/bin/ruff format python integration-tests benchmarks
 
 clean:
 	rm -rf connector/target target project/target project/project dev/kafka-local/target dist

@@ -32,7 +32,10 @@ import org.apache.spark.sql.types.{IntegerType, LongType, StringType}
 object KafkaShareAcknowledgements {
   val Columns: Seq[String] = Seq("topic", "partition", "offset", "acknowledgement")
   private val types = Map(
-    "ACCEPT" -> AcknowledgeType.ACCEPT, "RELEASE" -> AcknowledgeType.RELEASE, "REJECT" -> AcknowledgeType.REJECT)
+    "ACCEPT" -> AcknowledgeType.ACCEPT,
+    "RELEASE" -> AcknowledgeType.RELEASE,
+    "REJECT" -> AcknowledgeType.REJECT
+  )
 
   /**
    * Records `marks` (columns `topic`, `partition`, `offset`, `acknowledgement`: one of `accept`,
@@ -47,9 +50,13 @@ object KafkaShareAcknowledgements {
     val rows = marks.select(coordinates :+ upper(col("acknowledgement")).as("acknowledgement"): _*).collect()
     val parsed = rows.map { row =>
       if ((0 until 4).exists(row.isNullAt)) throw KafkaShareErrors.invalidMarks(s"a mark has a null field: $row")
-      val ackType = types.getOrElse(row.getString(3), throw KafkaShareErrors.invalidMarks(
-        s"acknowledgement '${row.getString(3).toLowerCase(Locale.ROOT)}' of record ${describe(row)} is not one of " +
-          types.keys.map(_.toLowerCase(Locale.ROOT)).mkString(", ")))
+      val ackType = types.getOrElse(
+        row.getString(3),
+        throw KafkaShareErrors.invalidMarks(
+          s"acknowledgement '${row.getString(3).toLowerCase(Locale.ROOT)}' of record ${describe(row)} is not one of " +
+            types.keys.map(_.toLowerCase(Locale.ROOT)).mkString(", ")
+        )
+      )
       coordinatesOf(row) -> ackType
     }
     if (parsed.nonEmpty) {
@@ -67,7 +74,8 @@ object KafkaShareAcknowledgements {
    * Returns how many records were sent to the dead-letter topic or rejected.
    */
   def releaseOrDeadLetter(batch: DataFrame, failed: DataFrame, maxDeliveries: Int, deadLetterTopic: String): Long = {
-    if (maxDeliveries < 1) throw KafkaShareErrors.invalidDeadLetterInput(s"maxDeliveries must be at least 1, not $maxDeliveries")
+    if (maxDeliveries < 1)
+      throw KafkaShareErrors.invalidDeadLetterInput(s"maxDeliveries must be at least 1, not $maxDeliveries")
     val (stream, round) = explicitBatch(batch)
     val deadLetters = Option(deadLetterTopic).filter(_.nonEmpty)
     val needed = Columns.take(3) ++ Seq("deliveryCount") ++ deadLetters.map(_ => Seq("key", "value")).getOrElse(Nil)
@@ -76,8 +84,14 @@ object KafkaShareAcknowledgements {
     val retried = failed.filter(!exhausted).select(coordinates: _*).collect()
       .map(r => coordinatesOf(r) -> AcknowledgeType.RELEASE)
     val poison = failed.filter(exhausted).collect()
-    val rejected = poison.map(r => RecordCoordinates(r.getAs[String]("topic"), r.getAs[Int]("partition"),
-      r.getAs[Long]("offset")) -> AcknowledgeType.REJECT)
+    val rejected =
+      poison.map(r =>
+        RecordCoordinates(
+          r.getAs[String]("topic"),
+          r.getAs[Int]("partition"),
+          r.getAs[Long]("offset")
+        ) -> AcknowledgeType.REJECT
+      )
     val marked = retried ++ rejected
     if (marked.nonEmpty) {
       checkInBatch(batch, failed, marked.map(_._1).distinct.length)
@@ -87,10 +101,12 @@ object KafkaShareAcknowledgements {
     rejected.length.toLong
   }
 
-  private val coordinates = Seq(col("topic").cast(StringType), col("partition").cast(IntegerType), col("offset").cast(LongType))
+  private val coordinates =
+    Seq(col("topic").cast(StringType), col("partition").cast(IntegerType), col("offset").cast(LongType))
 
   /** A row that starts with the `coordinates` columns. */
-  private def coordinatesOf(row: Row): RecordCoordinates = RecordCoordinates(row.getString(0), row.getInt(1), row.getLong(2))
+  private def coordinatesOf(row: Row): RecordCoordinates =
+    RecordCoordinates(row.getString(0), row.getInt(1), row.getLong(2))
 
   private def describe(row: Row): String = s"${row.getString(0)}-${row.getInt(1)}@${row.getLong(2)}"
 

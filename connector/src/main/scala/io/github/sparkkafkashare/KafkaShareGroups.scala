@@ -22,22 +22,38 @@ object KafkaShareGroups {
   def describeJson(options: java.util.Map[String, String]): String = {
     val connection = KafkaShareSourceOptions.parseConnection(new CaseInsensitiveStringMap(options))
     val admin = new ShareGroupAdmin(connection)
-    val state = try admin.describe() finally admin.close()
+    val state =
+      try admin.describe()
+      finally admin.close()
     val json = state match {
-      case None => Map("groupId" -> connection.groupId, "exists" -> false, "state" -> null,
-        "members" -> List.empty.asJava, "partitions" -> List.empty.asJava)
+      case None => Map(
+          "groupId" -> connection.groupId,
+          "exists" -> false,
+          "state" -> null,
+          "members" -> List.empty.asJava,
+          "partitions" -> List.empty.asJava
+        )
       case Some(s) => Map(
-        "groupId" -> s.groupId,
-        "exists" -> true,
-        "state" -> s.state,
-        "members" -> s.members.map(m => Map(
-          "memberId" -> m.memberId, "clientId" -> m.clientId, "host" -> m.host,
-          "assignment" -> m.assignment.map { case (t, p) => Map("topic" -> t, "partition" -> p).asJava }.asJava
-        ).asJava).asJava,
-        "partitions" -> s.partitions.map(p => Map(
-          "topic" -> p.topic, "partition" -> p.partition, "startOffset" -> p.startOffset,
-          "lag" -> p.lag.map(Long.box).orNull
-        ).asJava).asJava)
+          "groupId" -> s.groupId,
+          "exists" -> true,
+          "state" -> s.state,
+          "members" -> s.members.map(m =>
+            Map(
+              "memberId" -> m.memberId,
+              "clientId" -> m.clientId,
+              "host" -> m.host,
+              "assignment" -> m.assignment.map { case (t, p) => Map("topic" -> t, "partition" -> p).asJava }.asJava
+            ).asJava
+          ).asJava,
+          "partitions" -> s.partitions.map(p =>
+            Map(
+              "topic" -> p.topic,
+              "partition" -> p.partition,
+              "startOffset" -> p.startOffset,
+              "lag" -> p.lag.map(Long.box).orNull
+            ).asJava
+          ).asJava
+        )
     }
     new ObjectMapper().writeValueAsString(json.asJava)
   }

@@ -30,7 +30,11 @@ class KafkaShareSourceProvider extends TableProvider with DataSourceRegister wit
     KafkaShareRows.schema(parsedOptions.includeHeaders)
   }
 
-  override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
+  override def getTable(
+      schema: StructType,
+      partitioning: Array[Transform],
+      properties: util.Map[String, String]
+  ): Table = {
     val options = parse(properties)
     val conf = SparkSession.active.sparkContext.getConf
     KafkaShareSparkConf.consumerCacheTimeout(conf) // read on executors: fail here instead

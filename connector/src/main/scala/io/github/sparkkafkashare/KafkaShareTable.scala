@@ -25,12 +25,13 @@ private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOp
 
   override def capabilities(): util.Set[TableCapability] = Set(TableCapability.MICRO_BATCH_READ).asJava
 
-  override def newScanBuilder(ignored: CaseInsensitiveStringMap): ScanBuilder = () => new Scan {
-    override def readSchema(): StructType = schema()
-    override def description(): String = name()
-    override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream =
-      new KafkaShareMicroBatchStream(options, checkpointLocation, SparkSession.active)
-    // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
-    override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareCountMetric.all
-  }
+  override def newScanBuilder(ignored: CaseInsensitiveStringMap): ScanBuilder = () =>
+    new Scan {
+      override def readSchema(): StructType = schema()
+      override def description(): String = name()
+      override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream =
+        new KafkaShareMicroBatchStream(options, checkpointLocation, SparkSession.active)
+      // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
+      override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareCountMetric.all
+    }
 }

@@ -7,7 +7,8 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.errors.{KafkaShareIllegalArgumentException, KafkaShareThrowable}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{AcknowledgmentMode, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
+import io.github.sparkkafkashare
+  .options.{AcknowledgmentMode, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
 import io.github.sparkkafkashare.planning.ShareConsumerSettings
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 import org.apache.spark.SparkConf
@@ -19,7 +20,8 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
   private val required = Map(
     "kafka.bootstrap.servers" -> "b1:9092,b2:9092",
     "kafka.share.group.id" -> "orders-workers",
-    "subscribe" -> "orders, payments")
+    "subscribe" -> "orders, payments"
+  )
 
   private def parse(options: Map[String, String]): KafkaShareSourceOptions =
     KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(options.asJava))
@@ -55,7 +57,8 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       "startingOffsets" -> "pt30m",
       "FETCHOFFSET.NUMRETRIES" -> "0",
       "kafka.security.protocol" -> "SASL_SSL",
-      "kafka.default.api.timeout.ms" -> "5000"))
+      "kafka.default.api.timeout.ms" -> "5000"
+    ))
     assert(o.subscription == Subscription.TopicPattern("orders-.*"))
     assert(o.parallelism.contains(8) && o.lockTimeoutMs.contains(45000L) && o.maxRecordsPerTrigger.contains(1000L))
     assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.Idempotent && o.includeHeaders && o.pollTimeoutMs == 500)
@@ -68,19 +71,33 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
   test("startingOffsets accepts earliest, latest and Kafka's by_duration form") {
     assert(parse(required + ("startingOffsets" -> "EARLIEST")).startingOffsets.contains(StartingOffsets("earliest")))
     assert(parse(required + ("startingOffsets" -> "latest")).startingOffsets.contains(StartingOffsets("latest")))
-    assert(parse(required + ("startingOffsets" -> "by_duration:P1D")).startingOffsets.contains(StartingOffsets("by_duration:P1D")))
+    assert(parse(required + ("startingOffsets" -> "by_duration:P1D")).startingOffsets.contains(
+      StartingOffsets("by_duration:P1D")
+    ))
     assert(failure(required + ("startingOffsets" -> "-PT1H")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE")
     // Kafka's prefix is lower case only; a duration whose sum is not negative is taken as it is.
-    assert(failure(required + ("startingOffsets" -> "BY_DURATION:P1D")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE")
-    assert(parse(required + ("startingOffsets" -> "-PT0S")).startingOffsets.contains(StartingOffsets("by_duration:-PT0S")))
-    assert(parse(required + ("startingOffsets" -> "P-1DT25H")).startingOffsets.contains(StartingOffsets("by_duration:P-1DT25H")))
+    assert(
+      failure(required + ("startingOffsets" -> "BY_DURATION:P1D")).getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE"
+    )
+    assert(
+      parse(required + ("startingOffsets" -> "-PT0S")).startingOffsets.contains(StartingOffsets("by_duration:-PT0S"))
+    )
+    assert(parse(required + ("startingOffsets" -> "P-1DT25H")).startingOffsets.contains(
+      StartingOffsets("by_duration:P-1DT25H")
+    ))
   }
 
   test("each bad input names its condition and option, and carries the condition's SQL state") {
-    val sqlStates = Map("KAFKA_SHARE_MISSING_OPTION" -> "42601", "KAFKA_SHARE_NO_SUBSCRIPTION" -> "42601",
-      "KAFKA_SHARE_CONFLICTING_OPTIONS" -> "42613", "KAFKA_SHARE_INVALID_OPTION_VALUE" -> "42616",
-      "KAFKA_SHARE_UNSUPPORTED_OPTION" -> "0A000", "KAFKA_SHARE_INVALID_KAFKA_CONFIG" -> "42616",
-      "KAFKA_SHARE_OWNED_KAFKA_CONFIG" -> "42616", "KAFKA_SHARE_UNKNOWN_OPTION" -> "42616")
+    val sqlStates = Map(
+      "KAFKA_SHARE_MISSING_OPTION" -> "42601",
+      "KAFKA_SHARE_NO_SUBSCRIPTION" -> "42601",
+      "KAFKA_SHARE_CONFLICTING_OPTIONS" -> "42613",
+      "KAFKA_SHARE_INVALID_OPTION_VALUE" -> "42616",
+      "KAFKA_SHARE_UNSUPPORTED_OPTION" -> "0A000",
+      "KAFKA_SHARE_INVALID_KAFKA_CONFIG" -> "42616",
+      "KAFKA_SHARE_OWNED_KAFKA_CONFIG" -> "42616",
+      "KAFKA_SHARE_UNKNOWN_OPTION" -> "42616"
+    )
     val cases = Seq(
       (required - "kafka.bootstrap.servers", "KAFKA_SHARE_MISSING_OPTION", "kafka.bootstrap.servers"),
       (required - "kafka.share.group.id", "KAFKA_SHARE_MISSING_OPTION", "kafka.share.group.id"),
@@ -90,26 +107,67 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       (required + ("assign" -> "{}"), "KAFKA_SHARE_UNSUPPORTED_OPTION", "assign"),
       (required + ("maxoffsetspertrigger" -> "10"), "KAFKA_SHARE_UNSUPPORTED_OPTION", "use 'maxRecordsPerTrigger'"),
       (required + ("kafka.share.parallelism" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
-      (required + ("kafka.share.parallelism" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "kafka.share.parallelism"),
-      (required + ("kafka.share.partition.max.record.locks" -> "0"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
-        "kafka.share.partition.max.record.locks"),
-      (required + ("kafka.share.partition.max.record.locks" -> "3000000000"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
-        "kafka.share.partition.max.record.locks"),
-      (required + ("kafka.share.assignment.interval.ms" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE",
-        "kafka.share.assignment.interval.ms"),
-      (required + ("kafka.default.api.timeout.ms" -> "0"), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
-      (required + ("kafka.default.api.timeout.ms" -> "-1"), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
-      (required + ("kafka.default.api.timeout.ms" -> " 00 "), "KAFKA_SHARE_INVALID_KAFKA_CONFIG", "kafka.default.api.timeout.ms"),
-      (required + ("maxRecordsPerTrigger" -> "9223372036854775808"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "maxRecordsPerTrigger"),
+      (
+        required + ("kafka.share.parallelism" -> "3000000000"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.parallelism"
+      ),
+      (
+        required + ("kafka.share.partition.max.record.locks" -> "0"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.partition.max.record.locks"
+      ),
+      (
+        required + ("kafka.share.partition.max.record.locks" -> "3000000000"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.partition.max.record.locks"
+      ),
+      (
+        required + ("kafka.share.assignment.interval.ms" -> "-1"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "kafka.share.assignment.interval.ms"
+      ),
+      (
+        required + ("kafka.default.api.timeout.ms" -> "0"),
+        "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
+        "kafka.default.api.timeout.ms"
+      ),
+      (
+        required + ("kafka.default.api.timeout.ms" -> "-1"),
+        "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
+        "kafka.default.api.timeout.ms"
+      ),
+      (
+        required + ("kafka.default.api.timeout.ms" -> " 00 "),
+        "KAFKA_SHARE_INVALID_KAFKA_CONFIG",
+        "kafka.default.api.timeout.ms"
+      ),
+      (
+        required + ("maxRecordsPerTrigger" -> "9223372036854775808"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "maxRecordsPerTrigger"
+      ),
       (required + ("kafka.share.acknowledgment.mode" -> "auto"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "implicit"),
-      (required + ("kafka.share.exactly.once.strategy" -> "exactly"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "two-phase-commit"),
+      (
+        required + ("kafka.share.exactly.once.strategy" -> "exactly"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "two-phase-commit"
+      ),
       (required + ("kafka.GROUP.ID" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.GROUP.ID"),
       (required + ("kafka.client.id" -> "x"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.client.id"),
-      (required + ("kafka.share.record.lock.duration.ms" -> "1"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka.share.lock.timeout.ms"),
+      (
+        required + ("kafka.share.record.lock.duration.ms" -> "1"),
+        "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
+        "kafka.share.lock.timeout.ms"
+      ),
       (required + ("kafka.share.delivery.count.limit" -> "3"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka-configs"),
       (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"),
-      (required + ("kafka.share.exactly.once.stratgy" -> "two-phase-commit"), "KAFKA_SHARE_UNKNOWN_OPTION",
-        "did you mean 'kafka.share.exactly.once.strategy'?"))
+      (
+        required + ("kafka.share.exactly.once.stratgy" -> "two-phase-commit"),
+        "KAFKA_SHARE_UNKNOWN_OPTION",
+        "did you mean 'kafka.share.exactly.once.strategy'?"
+      )
+    )
     cases.foreach { case (options, condition, named) =>
       val e = failure(options)
       assert(e.getCondition == condition, s"$options")
@@ -123,17 +181,27 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     val cases = Seq(
       "kafka.max.poll.records" -> ("hunter2", "expected a value of type INT, valid values: [1,...]"),
       "kafka.max.poll.records" -> ("-7", "expected a value of type INT, valid values: [1,...]"),
-      "kafka.share.acquire.mode" -> ("hunter2", "expected a value of type STRING, valid values: [batch_optimized, record_limit]"),
-      "kafka.check.crcs" -> ("hunter2", "expected a value of type BOOLEAN"))
+      "kafka.share.acquire.mode" -> (
+        "hunter2",
+        "expected a value of type STRING, valid values: [batch_optimized, record_limit]"
+      ),
+      "kafka.check.crcs" -> ("hunter2", "expected a value of type BOOLEAN")
+    )
     cases.foreach { case (option, (value, expected)) =>
       val e = failure(required + (option -> value)).asInstanceOf[Exception]
-      assert(e.getMessage.startsWith(s"[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting '$option' has a value"), e.getMessage)
+      assert(
+        e.getMessage.startsWith(s"[KAFKA_SHARE_INVALID_KAFKA_CONFIG] Kafka setting '$option' has a value"),
+        e.getMessage
+      )
       assert(e.getMessage.contains(s": $expected. Correct or remove it"), e.getMessage)
       assert(!e.getMessage.contains(value), e.getMessage)
     }
     // Values Kafka accepts and class names (maybe on the executors only) pass.
-    parse(required ++ Map("kafka.max.poll.records" -> "500", "kafka.share.acquire.mode" -> "record_limit",
-      "kafka.sasl.login.callback.handler.class" -> "com.example.NotHere"))
+    parse(required ++ Map(
+      "kafka.max.poll.records" -> "500",
+      "kafka.share.acquire.mode" -> "record_limit",
+      "kafka.sasl.login.callback.handler.class" -> "com.example.NotHere"
+    ))
   }
 
   test("an option that is neither the source's nor a Kafka setting fails at load(), naming the one it likely meant") {
@@ -149,7 +217,9 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       "'kafka.share.no.such.option' is neither an option of the kafka-share source nor a Kafka client setting. " +
       "The source's own options that start with 'kafka.share.' are listed in the user guide"))
     assert(refusal("kafka.max.pol.records").contains("did you mean 'kafka.max.poll.records'?"))
-    assert(refusal("kafka.Max.Poll.Records").contains("did you mean 'kafka.max.poll.records'?")) // Kafka's names are lower case
+    assert(
+      refusal("kafka.Max.Poll.Records").contains("did you mean 'kafka.max.poll.records'?")
+    ) // Kafka's names are lower case
     assert(refusal("kafka.no.such.setting").contains("A setting that a SASL login class, callback handler, metric " +
       "reporter or config provider reads passes once the plugin is set"))
     // Without the prefix: a letter or two from one of the source's options.
@@ -161,7 +231,9 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     parse(required ++ Map("path" -> "x", "some.other.option" -> "y"))
     // A plugin Kafka hands every setting to may read settings of its own; near misses of Kafka's still fail.
     val withPlugin = required + ("kafka.sasl.client.callback.handler.class" -> "com.example.Handler")
-    assert(parse(withPlugin + ("kafka.example.handler.role" -> "r")).connection.kafkaParams.contains("example.handler.role"))
+    assert(
+      parse(withPlugin + ("kafka.example.handler.role" -> "r")).connection.kafkaParams.contains("example.handler.role")
+    )
     assert(failure(withPlugin + ("kafka.sasl.mechanisms" -> "PLAIN")).getCondition == "KAFKA_SHARE_UNKNOWN_OPTION")
     assert(parse(required + ("kafka.config.providers" -> "file") + ("kafka.config.providers.file.class" -> "C"))
       .connection.kafkaParams.contains("config.providers.file.class"))
@@ -173,8 +245,16 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(key, "90s")) == Duration.ofSeconds(90))
     assert(KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(key, "2m")) == Duration.ofMinutes(2))
     Seq("0s", "-1m", "soon").foreach { bad =>
-      val e = intercept[KafkaShareIllegalArgumentException](KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(key, bad)))
-      assert(e.getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE" && e.getMessage.contains(key) && e.getMessage.contains(s"'$bad'"))
+      val e =
+        intercept[KafkaShareIllegalArgumentException](KafkaShareSparkConf.consumerCacheTimeout(new SparkConf(false).set(
+          key,
+          bad
+        )))
+      assert(
+        e.getCondition == "KAFKA_SHARE_INVALID_OPTION_VALUE" && e.getMessage.contains(key) && e.getMessage.contains(
+          s"'$bad'"
+        )
+      )
     }
   }
 
@@ -188,13 +268,22 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         e.getMessage.contains(s"'$strategy'"))
     }
     Seq("none", "idempotent").foreach { strategy =>
-      parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy)).exactlyOnceStrategy.refuseConflicting(speculating)
+      parse(required + (KafkaShareSourceOptions.ExactlyOnceStrategyOption -> strategy)).exactlyOnceStrategy
+        .refuseConflicting(speculating)
     }
   }
 
-  test("share consumers always run in explicit mode, poll what the lock limit lets them hold (at least 10,000) unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap") {
+  test(
+    "share consumers always run in explicit mode, poll what the lock limit lets them hold (at least 10,000) unless told otherwise, and maxRecordsPerTrigger becomes a strict per-consumer cap"
+  ) {
     val o = parse(required ++ Map("maxRecordsPerTrigger" -> "1001", "kafka.fetch.max.bytes" -> "1048576"))
-    val settings = ShareConsumerSettings(o, parallelism = 4, runId = "0123456789abcdef", partitions = 8, recordLocksPerPartition = 2000)
+    val settings = ShareConsumerSettings(
+      o,
+      parallelism = 4,
+      runId = "0123456789abcdef",
+      partitions = 8,
+      recordLocksPerPartition = 2000
+    )
     assert(settings("share.acknowledgement.mode") == "explicit")
     assert(settings("max.poll.records") == "251" && settings("share.acquire.mode") == "record_limit")
     assert(settings("group.id") == "orders-workers" && settings("bootstrap.servers") == "b1:9092,b2:9092")
@@ -204,17 +293,37 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       ShareConsumerSettings(parse(required ++ extra), parallelism, "r", partitions, locks)("max.poll.records")
     assert(pollSize(Map.empty, parallelism = 4, partitions = 4, locks = 2000) == "10000")
     assert(pollSize(Map.empty, parallelism = 1, partitions = 4, locks = 10000) == "40000", "four partitions' locks")
-    assert(pollSize(Map.empty, parallelism = 2, partitions = 5, locks = 4000) == "12000", "three partitions for one of the two")
-    assert(pollSize(Map.empty, parallelism = 4, partitions = 0, locks = 2000) == "10000", "no subscribed topic exists yet")
+    assert(
+      pollSize(Map.empty, parallelism = 2, partitions = 5, locks = 4000) == "12000",
+      "three partitions for one of the two"
+    )
+    assert(
+      pollSize(Map.empty, parallelism = 4, partitions = 0, locks = 2000) == "10000",
+      "no subscribed topic exists yet"
+    )
     assert(!ShareConsumerSettings(parse(required), 1, "r", 4, 10000).contains("share.acquire.mode"))
     assert(pollSize(Map("kafka.max.poll.records" -> "300"), parallelism = 1, partitions = 4, locks = 10000) == "300")
     val perTrigger = Map("maxRecordsPerTrigger" -> "100000")
-    assert(pollSize(perTrigger + ("kafka.max.poll.records" -> "1000"), parallelism = 4, partitions = 4, locks = 2000) == "1000",
-      "the smaller of the user's poll size and the per-trigger share")
-    assert(pollSize(perTrigger + ("kafka.max.poll.records" -> "90000"), parallelism = 4, partitions = 4, locks = 2000) == "25000")
+    assert(
+      pollSize(
+        perTrigger + ("kafka.max.poll.records" -> "1000"),
+        parallelism = 4,
+        partitions = 4,
+        locks = 2000
+      ) == "1000",
+      "the smaller of the user's poll size and the per-trigger share"
+    )
+    assert(pollSize(
+      perTrigger + ("kafka.max.poll.records" -> "90000"),
+      parallelism = 4,
+      partitions = 4,
+      locks = 2000
+    ) == "25000")
   }
 
-  test("more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes") {
+  test(
+    "more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes"
+  ) {
     def cap(extra: Map[String, String], parallelism: Int, partitions: Int, locks: Int = 2000) =
       ShareConsumerSettings.sharedPartitionCap(parse(required ++ extra), parallelism, partitions, locks)
     assert(cap(Map.empty, parallelism = 4, partitions = 1) == Some(500))
@@ -222,9 +331,14 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(cap(Map.empty, parallelism = 4, partitions = 4) == None, "a partition per consumer: no competition")
     assert(cap(Map.empty, parallelism = 4, partitions = 0) == None, "no subscribed topic exists yet")
     assert(cap(Map.empty, parallelism = 5000, partitions = 1) == Some(1))
-    Seq("kafka.max.poll.records" -> "300", "kafka.share.acquire.mode" -> "batch_optimized", "maxRecordsPerTrigger" -> "100")
+    Seq(
+      "kafka.max.poll.records" -> "300",
+      "kafka.share.acquire.mode" -> "batch_optimized",
+      "maxRecordsPerTrigger" -> "100"
+    )
       .foreach(chosen => assert(cap(Map(chosen), 4, 1) == None, chosen))
-    val settings = ShareConsumerSettings(parse(required), parallelism = 4, "r", partitions = 1, recordLocksPerPartition = 2000)
+    val settings =
+      ShareConsumerSettings(parse(required), parallelism = 4, "r", partitions = 1, recordLocksPerPartition = 2000)
     assert(settings("max.poll.records") == "500" && settings("share.acquire.mode") == "record_limit")
   }
 
@@ -249,17 +363,26 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(held.settlement(committedThrough = 7, marks, other) == AcknowledgeType.ACCEPT) // unmarked
     assert(held.settlement(committedThrough = 6, marks, record) == AcknowledgeType.RELEASE) // not committed
     val marksOfALaterRound = AcknowledgementMarks(8, marks.marks)
-    assert(held.settlement(committedThrough = 8, marksOfALaterRound, record) == AcknowledgeType.RELEASE,
-      "this round's marks were missed: release rather than undo a RELEASE")
+    assert(
+      held.settlement(committedThrough = 8, marksOfALaterRound, record) == AcknowledgeType.RELEASE,
+      "this round's marks were missed: release rather than undo a RELEASE"
+    )
     assert(held.settlement(committedThrough = 8, AcknowledgementMarks(8, Map.empty), other) == AcknowledgeType.RELEASE)
-    assert(held.settlement(committedThrough = 8, AcknowledgementMarks(6, marks.marks), record) == AcknowledgeType.ACCEPT,
-      "older marks are not this round's")
+    assert(
+      held.settlement(committedThrough = 8, AcknowledgementMarks(6, marks.marks), record) == AcknowledgeType.ACCEPT,
+      "older marks are not this round's"
+    )
   }
 
   test("a round hands out what it holds and what lost its lock, never what another slot logged") {
     def at(offset: Long) = new ConsumerRecord("t", 0, offset, Array[Byte](), Array[Byte]())
-    val held = new HeldRecords(7, java.util.List.of(at(1)), System.nanoTime(),
-      hidden = Set(RecordCoordinates("t", 0, 3L)), unlocked = Seq(at(2), at(3)))
+    val held = new HeldRecords(
+      7,
+      java.util.List.of(at(1)),
+      System.nanoTime(),
+      hidden = Set(RecordCoordinates("t", 0, 3L)),
+      unlocked = Seq(at(2), at(3))
+    )
     assert(held.visible.asScala.map(_.offset()) == Seq(1L, 2L)) // every read of the round returns these
     assert(held.records.asScala.map(_.offset()) == Seq(1L)) // and only this one is acknowledged here
   }

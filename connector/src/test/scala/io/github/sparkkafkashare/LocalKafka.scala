@@ -27,22 +27,37 @@ object LocalKafka {
    * Sends `values` to `partition` of `topic`; with `oneBatch`, in one record batch (sent as the producer
    * closes), which one fetch acquires whole; with `timestamp`, each record carries the timestamp it gives.
    */
-  def produce(topic: String, values: Seq[String], oneBatch: Boolean = false, timestamp: Int => Option[Long] = _ => None,
-      partition: Int = 0): Unit = {
+  def produce(
+      topic: String,
+      values: Seq[String],
+      oneBatch: Boolean = false,
+      timestamp: Int => Option[Long] = _ => None,
+      partition: Int = 0
+  ): Unit = {
     val linger = if (oneBatch) "60000" else "5"
     val producer = new KafkaProducer[String, String](
-      Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> linger).asJava, new StringSerializer,
-      new StringSerializer)
+      Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> linger).asJava,
+      new StringSerializer,
+      new StringSerializer
+    )
     try values.zipWithIndex.foreach { case (value, i) =>
-      producer.send(new ProducerRecord[String, String](topic, partition, timestamp(i).map(Long.box).orNull, null, value))
-    } finally producer.close()
+        producer.send(new ProducerRecord[String, String](
+          topic,
+          partition,
+          timestamp(i).map(Long.box).orNull,
+          null,
+          value
+        ))
+      }
+    finally producer.close()
   }
 
   /** Deletes `topic`, and waits until the cluster no longer lists it (deletion completes on the controller first). */
   def deleteTopic(admin: Admin, topic: String): Unit = {
     admin.deleteTopics(Seq(topic).asJava).all().get(30, SECONDS)
     val deadline = System.nanoTime() + SECONDS.toNanos(30)
-    while (admin.listTopics().names().get(30, SECONDS).contains(topic) && System.nanoTime() < deadline) Thread.sleep(100)
+    while (admin.listTopics().names().get(30, SECONDS).contains(topic) && System.nanoTime() < deadline)
+      Thread.sleep(100)
   }
 
   /** The id of `topic`, as the cluster describes it. */
@@ -54,15 +69,21 @@ object LocalKafka {
    * that stops answering, as in a long GC pause or a network partition, and comes back.
    */
   def pauseBroker(pause: java.time.Duration): Unit = {
-    val pid = new String(java.nio.file.Files.readAllBytes(java.nio.file.Path.of(sys.env("KAFKA_LOCAL_STATE"), "broker.pid"))).trim
+    val pid = new String(java.nio.file.Files.readAllBytes(java.nio.file.Path.of(
+      sys.env("KAFKA_LOCAL_STATE"),
+      "broker.pid"
+    ))).trim
     def signal(name: String) = assert(new ProcessBuilder("kill", s"-$name", pid).inheritIO().start().waitFor() == 0)
     signal("STOP")
-    try Thread.sleep(pause.toMillis) finally signal("CONT")
+    try Thread.sleep(pause.toMillis)
+    finally signal("CONT")
   }
 
   /** Sets share-group configs of `group` (it need not exist yet). */
   def setGroupConfigs(admin: Admin, group: String, configs: (String, String)*): Unit = {
-    val ops = configs.map { case (name, value) => new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET) }
+    val ops = configs.map { case (name, value) =>
+      new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET)
+    }
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
     admin.incrementalAlterConfigs(Map(resource -> ops.asJavaCollection).asJava).all().get(30, SECONDS)
   }

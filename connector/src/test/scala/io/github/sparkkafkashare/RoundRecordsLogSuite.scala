@@ -18,7 +18,10 @@ import org.scalatest.funsuite.AnyFunSuite
 class RoundRecordsLogSuite extends AnyFunSuite {
 
   private def newLog(): RoundRecordsLog =
-    new RoundRecordsLog(Files.createTempDirectory("rounds").toString, new SerializableConfiguration(new Configuration()))
+    new RoundRecordsLog(
+      Files.createTempDirectory("rounds").toString,
+      new SerializableConfiguration(new Configuration())
+    )
 
   /** Writes as a task of a running query run does: its fence lets the write through. */
   private def write(log: RoundRecordsLog)(round: Long, slot: Int, records: Seq[LoggedRecord]) =
@@ -40,7 +43,12 @@ class RoundRecordsLogSuite extends AnyFunSuite {
 
   test("a writer whose fence fails logs nothing, and leaves no file behind") {
     val log = newLog()
-    val refused = intercept[IllegalStateException](log.writeFirst(7, 0, Seq(record(0, 1)), () => throw new IllegalStateException("run stopped")))
+    val refused = intercept[IllegalStateException](log.writeFirst(
+      7,
+      0,
+      Seq(record(0, 1)),
+      () => throw new IllegalStateException("run stopped")
+    ))
     assert(refused.getMessage == "run stopped")
     assert(log.read(7, 0).isEmpty && log.rounds().get(7).forall(_.slots.isEmpty))
     assert(new java.io.File(log.dir, "7").listFiles().forall(!_.getName.endsWith(".tmp")), "a temporary file was left")
@@ -51,8 +59,10 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     conf.set(s"fs.${HoldingFileSystem.Scheme}.impl", classOf[HoldingFileSystem].getName)
     conf.setBoolean(s"fs.${HoldingFileSystem.Scheme}.impl.disable.cache", true)
     for (attempt <- 1 to 20) {
-      val log = new RoundRecordsLog(s"${HoldingFileSystem.Scheme}://${Files.createTempDirectory("rounds")}",
-        new SerializableConfiguration(conf))
+      val log = new RoundRecordsLog(
+        s"${HoldingFileSystem.Scheme}://${Files.createTempDirectory("rounds")}",
+        new SerializableConfiguration(conf)
+      )
       HoldingFileSystem.barrier.set(new java.util.concurrent.CyclicBarrier(2))
       val results = Seq(Seq(record(0, 1)), Seq(record(0, 2))).map { records =>
         Future(records -> write(log)(3, 0, records))(ExecutionContext.global)
@@ -78,7 +88,8 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     write(log)(1, 0, Seq(record(0, 1), record(0, 2)))
     write(log)(2, 0, Seq(record(0, 3), record(1, 7)))
     write(log)(3, 0, Seq(record(0, 9)))
-    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), _ => Set.empty)
+    val remembered =
+      log.prune(through = 2, Map(new TopicPartition("t", 0) -> 3L, new TopicPartition("t", 1) -> 7L), _ => Set.empty)
     assert(log.rounds().keySet == Set(2L, 3L)) // round 3 is past `through`; round 2 still has offsets 3 and 7
     assert(remembered == 2)
   }
@@ -94,10 +105,14 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(index.deliveredBefore(2, Seq(record(0, 2))) == Set(RecordCoordinates("t", 0, 2))) // an id not known
     write(log)(2, 0, Seq(of("new", 5)))
     var asked = Set.empty[(String, String)]
-    val remembered = log.prune(through = 2, Map(new TopicPartition("t", 0) -> 0L), logged => {
-      asked = logged
-      logged.filter(_._2 == "old")
-    })
+    val remembered = log.prune(
+      through = 2,
+      Map(new TopicPartition("t", 0) -> 0L),
+      logged => {
+        asked = logged
+        logged.filter(_._2 == "old")
+      }
+    )
     assert(asked == Set("t" -> "old", "t" -> "new"))
     assert(remembered == 1 && log.rounds().keySet == Set(2L))
   }
@@ -162,12 +177,17 @@ class RoundRecordsLogSuite extends AnyFunSuite {
       val deadline = System.nanoTime() + 2000000000L
       while (System.nanoTime() < deadline) {
         val read = log.read(1)
-        assert(read(0) == Seq(record(0, 1)) && read.forall { case (slot, records) => slot == 0 || records == Seq(record(1, slot)) })
+        assert(read(0) == Seq(record(0, 1)) && read.forall { case (slot, records) =>
+          slot == 0 || records == Seq(record(1, slot))
+        })
         mostSlotsRead = math.max(mostSlotsRead, read.size)
       }
     } finally { stop.set(true); writer.join() }
     Option(writerFailure.get()).foreach(failure => throw failure)
-    assert(written.get() > 10 && mostSlotsRead > 2, s"the reads overlapped the writes: ${written.get()} written, at most $mostSlotsRead read")
+    assert(
+      written.get() > 10 && mostSlotsRead > 2,
+      s"the reads overlapped the writes: ${written.get()} written, at most $mostSlotsRead read"
+    )
   }
 
   test("an unfinished write leaves no slot file behind for readers") {
@@ -187,12 +207,20 @@ class RoundRecordsLogSuite extends AnyFunSuite {
 final class HoldingFileSystem extends RawLocalFileSystem {
   override def getUri: URI = URI.create(s"${HoldingFileSystem.Scheme}:///")
 
-  private def hold(): Unit = try HoldingFileSystem.barrier.get().await(5, SECONDS) catch {
-    case _: java.util.concurrent.TimeoutException | _: java.util.concurrent.BrokenBarrierException => // one writer only
-  }
+  private def hold(): Unit =
+    try HoldingFileSystem.barrier.get().await(5, SECONDS)
+    catch {
+      case _: java.util.concurrent.TimeoutException | _: java.util.concurrent.BrokenBarrierException => // one writer only
+    }
 
-  override def create(f: Path, overwrite: Boolean, bufferSize: Int, replication: Short, blockSize: Long,
-      progress: Progressable): FSDataOutputStream = {
+  override def create(
+      f: Path,
+      overwrite: Boolean,
+      bufferSize: Int,
+      replication: Short,
+      blockSize: Long,
+      progress: Progressable
+  ): FSDataOutputStream = {
     val out = super.create(f, overwrite, bufferSize, replication, blockSize, progress)
     hold()
     out

@@ -29,7 +29,8 @@ private[sparkkafkashare] object DeadLetters {
    */
   def send(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = if (records.nonEmpty) {
     val action = s"copying ${records.size} records to the dead-letter topic '$topic'"
-    try copy(connection, topic, records) catch {
+    try copy(connection, topic, records)
+    catch {
       case e: ExecutionException => throw failure(connection, action, e.getCause)
       case e: KafkaException => throw failure(connection, action, e)
     }
@@ -44,21 +45,32 @@ private[sparkkafkashare] object DeadLetters {
     val config = connection.clientSettings(known.contains) ++ Map(
       ProducerConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
       ProducerConfig.ACKS_CONFIG -> "all",
-      ProducerConfig.CLIENT_ID_CONFIG -> s"kafka-share-dead-letters-${connection.groupId}")
+      ProducerConfig.CLIENT_ID_CONFIG -> s"kafka-share-dead-letters-${connection.groupId}"
+    )
     val producer = new KafkaProducer[Array[Byte], Array[Byte]](
-      config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArraySerializer, new ByteArraySerializer)
+      config.asJava.asInstanceOf[java.util.Map[String, Object]],
+      new ByteArraySerializer,
+      new ByteArraySerializer
+    )
     try {
       // Waits for the topic once, where each send would wait `max.block.ms` for a topic that does not exist.
       producer.partitionsFor(topic)
       records.map { r =>
         val origin = s"${r.getAs[String]("topic")}-${r.getAs[Int]("partition")}@${r.getAs[Long]("offset")}"
-        val headers = (if (r.schema.fieldNames.contains("headers") && !r.isNullAt(r.fieldIndex("headers"))) {
-          r.getSeq[Row](r.fieldIndex("headers")).map(h => new RecordHeader(h.getString(0), h.getAs[Array[Byte]](1)))
-        } else Nil) ++ Seq(
-          new RecordHeader(OriginHeader, origin.getBytes(UTF_8)),
-          new RecordHeader(DeliveryCountHeader, r.getAs[Int]("deliveryCount").toString.getBytes(UTF_8)))
-        val record = new ProducerRecord[Array[Byte], Array[Byte]](topic, null, r.getAs[Array[Byte]]("key"),
-          r.getAs[Array[Byte]]("value"), headers.asJava.asInstanceOf[java.lang.Iterable[org.apache.kafka.common.header.Header]])
+        val headers =
+          (if (r.schema.fieldNames.contains("headers") && !r.isNullAt(r.fieldIndex("headers"))) {
+             r.getSeq[Row](r.fieldIndex("headers")).map(h => new RecordHeader(h.getString(0), h.getAs[Array[Byte]](1)))
+           } else Nil) ++ Seq(
+            new RecordHeader(OriginHeader, origin.getBytes(UTF_8)),
+            new RecordHeader(DeliveryCountHeader, r.getAs[Int]("deliveryCount").toString.getBytes(UTF_8))
+          )
+        val record = new ProducerRecord[Array[Byte], Array[Byte]](
+          topic,
+          null,
+          r.getAs[Array[Byte]]("key"),
+          r.getAs[Array[Byte]]("value"),
+          headers.asJava.asInstanceOf[java.lang.Iterable[org.apache.kafka.common.header.Header]]
+        )
         producer.send(record)
       }.foreach(_.get()) // every copy acknowledged by the broker before any original is rejected
     } finally producer.close()

@@ -35,6 +35,7 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   }
 }
 private[sparkkafkashare] object DeliveredRecordsIndex {
+
   /** Logged records by their coordinates (records of a topic made again can share them). */
   private type ByCoordinates = Map[RecordCoordinates, Seq[LoggedRecord]]
 

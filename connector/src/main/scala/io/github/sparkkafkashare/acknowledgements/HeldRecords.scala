@@ -31,7 +31,8 @@ private[sparkkafkashare] final case class HeldRecords(
     lockedSinceNanos: Long,
     hidden: Set[RecordCoordinates] = Set.empty,
     unlocked: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil,
-    topicIds: Map[TopicPartition, String] = Map.empty) {
+    topicIds: Map[TopicPartition, String] = Map.empty
+) {
 
   /** What the round hands to Spark. */
   def visible: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =

@@ -36,6 +36,7 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
    */
   val appearWhole: Boolean = fs.hasPathCapability(root, CommonPathCapabilities.ABORTABLE_STREAM)
   private val conditionalWrites = appearWhole && fs.hasPathCapability(root, ConditionalOverwrite)
+
   /** The local file behind a path, where the store is the local file system. */
   private val localFile: Option[Path => File] = fs match {
     case raw: RawLocalFileSystem => Some(raw.pathToFile)
@@ -58,19 +59,23 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
           "one task that log their records at the same moment (a task Spark wrote off, still running beside its " +
           "retry) could both be taken as the batch's.")
       }
-      try { writeInPlace(target, content, overwrite = false); true } catch {
+      try { writeInPlace(target, content, overwrite = false); true }
+      catch {
         // A conditional write refused reports as the store's own error, as the stream closes.
         case _: FileAlreadyExistsException => false
-        case e: IOException if conditionalWrites && fs.exists(target) => logDebug(s"$target is there: ${e.getMessage}"); false
+        case e: IOException if conditionalWrites && fs.exists(target) =>
+          logDebug(s"$target is there: ${e.getMessage}"); false
       }
     } else {
       val temporary = writeTemporary(target, content)
       try {
         beforeItAppears()
         localFile match {
-          case Some(file) => try { Files.createLink(file(target).toPath, file(temporary).toPath); true } catch {
-            case _: LinkTargetExists => false
-          }
+          case Some(file) =>
+            try { Files.createLink(file(target).toPath, file(temporary).toPath); true }
+            catch {
+              case _: LinkTargetExists => false
+            }
           case None => !fs.exists(target) && fs.rename(temporary, target)
         }
       } finally fs.delete(temporary, false) // still there unless renamed into place
@@ -93,7 +98,8 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
   private def writeInPlace(target: Path, content: Array[Byte], overwrite: Boolean): Unit = {
     val out = fs.createFile(target).overwrite(overwrite).opt("fs.s3a.create.performance", overwrite)
       .opt(ConditionalOverwrite, !overwrite && conditionalWrites).build()
-    try out.write(content) catch { case NonFatal(e) => out.abort(); throw e }
+    try out.write(content)
+    catch { case NonFatal(e) => out.abort(); throw e }
     out.close()
   }
 
@@ -101,12 +107,14 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
   private def writeTemporary(target: Path, content: Array[Byte]): Path = {
     val temporary = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
     val out = fs.create(temporary, true)
-    try out.write(content) finally out.close()
+    try out.write(content)
+    finally out.close()
     temporary
   }
 }
 
 private[acknowledgements] object LogFiles {
+
   /** Hadoop's option for a create that fails if the file exists, checked by the store (S3A: If-None-Match). */
   val ConditionalOverwrite = "fs.option.create.conditional.overwrite"
   private val notAtomicWarned = new AtomicBoolean()

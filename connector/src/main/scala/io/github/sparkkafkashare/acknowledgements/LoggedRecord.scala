@@ -9,7 +9,8 @@ package io.github.sparkkafkashare.acknowledgements
 private[sparkkafkashare] final case class LoggedRecord(
     coordinates: RecordCoordinates,
     deliveryCount: Int,
-    topicId: Option[String] = None) {
+    topicId: Option[String] = None
+) {
 
   /**
    * Whether `polled` can be this record delivered again: the same coordinates, and no topic id that

@@ -15,6 +15,7 @@ import org.apache.spark.util.SerializableConfiguration
 
 /** A round's files in the log: each slot's, and the one of records user code RELEASEd, if any. */
 private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, FileStatus], released: Option[FileStatus])
+
 /**
  * The coordinates of the records each round handed to Spark, one file per slot under
  * `<checkpoint>/sources/<n>/kafka-share-rounds/<round>/<slot>.json`, for the `checkpoint-dedup` and
@@ -67,7 +68,10 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    */
   def writeReleased(round: Long, released: Seq[RecordCoordinates]): Unit =
     if (released.isEmpty) fs.delete(releasedFile(round), false)
-    else files.replace(releasedFile(round), RoundRecordsLog.toJson(released.map(LoggedRecord(_, ReleasedMark))).getBytes(UTF_8))
+    else files.replace(
+      releasedFile(round),
+      RoundRecordsLog.toJson(released.map(LoggedRecord(_, ReleasedMark))).getBytes(UTF_8)
+    )
 
   /**
    * Every round's files in the log. Where files appear whole, one recursive listing
@@ -80,12 +84,13 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
       val listed =
         if (files.appearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
         else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
-      listed.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map { case (round, inRound) =>
-        val named = inRound.map { case (_, f) => f.getPath.getName -> f }.toMap
-        val slots = named.flatMap { case (name, f) =>
-          Some(name).filter(_.endsWith(".json")).flatMap(name => Parsing.int(name.stripSuffix(".json"))).map(_ -> f)
-        }
-        round -> RoundFiles(slots, named.get(ReleasedFileName))
+      listed.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map {
+        case (round, inRound) =>
+          val named = inRound.map { case (_, f) => f.getPath.getName -> f }.toMap
+          val slots = named.flatMap { case (name, f) =>
+            Some(name).filter(_.endsWith(".json")).flatMap(name => Parsing.int(name.stripSuffix(".json"))).map(_ -> f)
+          }
+          round -> RoundFiles(slots, named.get(ReleasedFileName))
       }
     } catch {
       // Nothing logged yet, or a round was deleted while it was being listed: then list again.
@@ -94,7 +99,9 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   /** The records of each slot that wrote a file for `round`. */
   def read(round: Long): Map[Int, Seq[LoggedRecord]] =
-    rounds().get(round).fold(Map.empty[Int, Seq[LoggedRecord]])(_.slots.map { case (slot, file) => slot -> readFile(file) })
+    rounds().get(round).fold(Map.empty[Int, Seq[LoggedRecord]])(_.slots.map { case (slot, file) =>
+      slot -> readFile(file)
+    })
 
   /**
    * The records of `round`'s batch, by slot, each record once. Two slots' files can name one record:
@@ -114,7 +121,8 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   /** The records the slot logged for `round`, if it wrote a file. */
   def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
-    try Some(parse(fs.open(slotFile(round, slot)))) catch { case _: FileNotFoundException => None }
+    try Some(parse(fs.open(slotFile(round, slot))))
+    catch { case _: FileNotFoundException => None }
 
   private def slotFile(round: Long, slot: Int) = new Path(new Path(root, round.toString), s"$slot.json")
   private def releasedFile(round: Long) = new Path(new Path(root, round.toString), ReleasedFileName)
@@ -124,7 +132,8 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
     parse(FutureIO.awaitFuture(fs.openFile(file.getPath).withFileStatus(file).build()))
 
   private def parse(in: FSDataInputStream): Seq[LoggedRecord] =
-    try RoundRecordsLog.fromJson(new String(in.readAllBytes(), UTF_8)) finally in.close()
+    try RoundRecordsLog.fromJson(new String(in.readAllBytes(), UTF_8))
+    finally in.close()
 
   /** Forgets a round (a replayed batch that re-reads nothing must not suppress its records' redelivery). */
   def delete(round: Long): Unit = fs.delete(new Path(root, round.toString), true)
@@ -136,15 +145,20 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    *
    * @param topicsGone of the (topic, id) pairs the log names, those whose topic is gone
    */
-  def prune(through: Long, startOffsets: Map[TopicPartition, Long], topicsGone: Set[(String, String)] => Set[(String, String)])
-      : Long = {
-    val logged = rounds().filter(_._1 <= through).map { case (round, files) => round -> files.slots.values.flatMap(readFile) }
+  def prune(
+      through: Long,
+      startOffsets: Map[TopicPartition, Long],
+      topicsGone: Set[(String, String)] => Set[(String, String)]
+  ): Long = {
+    val logged = rounds().filter(_._1 <= through).map { case (round, files) =>
+      round -> files.slots.values.flatMap(readFile)
+    }
     val gone = topicsGone(logged.values.flatten.flatMap(r => r.topicId.map(r.coordinates.topic -> _)).toSet)
     logged.map { case (round, records) =>
       val live = records.count { r =>
         val c = r.coordinates
         !r.topicId.exists(id => gone.contains(c.topic -> id)) &&
-          startOffsets.get(new TopicPartition(c.topic, c.partition)).forall(c.offset >= _)
+        startOffsets.get(new TopicPartition(c.topic, c.partition)).forall(c.offset >= _)
       }
       if (live == 0) delete(round)
       live.toLong
@@ -154,6 +168,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 private[sparkkafkashare] object RoundRecordsLog {
   private val mapper = new ObjectMapper()
   private val ReleasedFileName = "released.json"
+
   /** The delivery count written for released records: the driver's marks do not carry it. */
   private val ReleasedMark = 0
 
@@ -162,12 +177,16 @@ private[sparkkafkashare] object RoundRecordsLog {
     Seq[Any](r.coordinates.topic, r.coordinates.partition, r.coordinates.offset, r.deliveryCount, r.topicId.orNull).asJava
   }.asJava).asJava)
 
-  def fromJson(json: String): Seq[LoggedRecord] = try {
-    mapper.readTree(json).get("records").elements().asScala.map { r =>
-      LoggedRecord(RecordCoordinates(r.get(0).asText(), r.get(1).asInt(), r.get(2).asLong()), r.get(3).asInt(),
-        Option(r.get(4)).filterNot(_.isNull).map(_.asText()))
-    }.toSeq
-  } catch {
-    case NonFatal(e) => throw new IllegalStateException(s"Unreadable kafka-share round file: ${e.getMessage}", e)
-  }
+  def fromJson(json: String): Seq[LoggedRecord] =
+    try {
+      mapper.readTree(json).get("records").elements().asScala.map { r =>
+        LoggedRecord(
+          RecordCoordinates(r.get(0).asText(), r.get(1).asInt(), r.get(2).asLong()),
+          r.get(3).asInt(),
+          Option(r.get(4)).filterNot(_.isNull).map(_.asText())
+        )
+      }.toSeq
+    } catch {
+      case NonFatal(e) => throw new IllegalStateException(s"Unreadable kafka-share round file: ${e.getMessage}", e)
+    }
 }

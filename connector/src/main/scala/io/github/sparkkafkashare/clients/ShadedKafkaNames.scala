@@ -20,8 +20,13 @@ private[sparkkafkashare] object ShadedKafkaNames {
    * The system properties kafka-clients reads, under Kafka's package (the names an operator sets).
    * integration-tests/test_security.py checks that the assembly's client reads no others.
    */
-  val SystemProperties: Seq[String] = Seq("allowed.login.modules", "disallowed.login.modules",
-    "sasl.oauthbearer.allowed.urls", "sasl.oauthbearer.allowed.files", "automatic.config.providers")
+  val SystemProperties: Seq[String] = Seq(
+    "allowed.login.modules",
+    "disallowed.login.modules",
+    "sasl.oauthbearer.allowed.urls",
+    "sasl.oauthbearer.allowed.files",
+    "automatic.config.providers"
+  )
 
   /**
    * Kafka's class names in pass-through values (login modules, handlers, providers), as this jar has

@@ -28,24 +28,40 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
   private var target: AnyRef = _
   private var loader: ClassLoader = _
 
-  override def configure(configs: JMap[String, _], saslMechanism: String, jaasConfigEntries: JList[AppConfigurationEntry]): Unit = {
+  override def configure(
+      configs: JMap[String, _],
+      saslMechanism: String,
+      jaasConfigEntries: JList[AppConfigurationEntry]
+  ): Unit = {
     val className = String.valueOf(configs.get(UnshadedCallbackHandler.targetKey(setting)))
     loader = Option(Thread.currentThread().getContextClassLoader).getOrElse(getClass.getClassLoader)
-    val handlerClass = try Class.forName(className, true, loader) catch {
-      case e @ (_: ClassNotFoundException | _: LinkageError) => throw new ConfigException(
-        s"Class $className of option 'kafka.$setting' could not be loaded (${e.getClass.getSimpleName}: ${e.getMessage}): " +
-          "add its jar, and the jars it needs (Kafka's kafka-clients among them), to the application's classpath")
-    }
+    val handlerClass =
+      try Class.forName(className, true, loader)
+      catch {
+        case e @ (_: ClassNotFoundException | _: LinkageError) => throw new ConfigException(
+            s"Class $className of option 'kafka.$setting' could not be loaded (${e.getClass.getSimpleName}: ${e.getMessage}): " +
+              "add its jar, and the jars it needs (Kafka's kafka-clients among them), to the application's classpath"
+          )
+      }
     val kafkaInterface = kafkaCounterpart(classOf[AuthenticateCallbackHandler])
     if (kafkaInterface.forall(!_.isAssignableFrom(handlerClass))) {
-      throw new ConfigException(s"Class $className of option 'kafka.$setting' is not a Kafka AuthenticateCallbackHandler" +
-        kafkaInterface.fold(" (Kafka's kafka-clients is not on the application's classpath)")(_ => ""))
+      throw new ConfigException(
+        s"Class $className of option 'kafka.$setting' is not a Kafka AuthenticateCallbackHandler" +
+          kafkaInterface.fold(" (Kafka's kafka-clients is not on the application's classpath)")(_ => "")
+      )
     }
     target = newInstance(handlerClass)
     val entries = jaasConfigEntries.asScala.map(e =>
-      new AppConfigurationEntry(inKafkaNames(e.getLoginModuleName), e.getControlFlag, e.getOptions)).asJava
-    invoke(target, "configure", Seq(classOf[JMap[_, _]], classOf[String], classOf[JList[_]]),
-      configs.asScala.map { case (k, v) => k -> inKafkaTypes(v) }.asJava, saslMechanism, entries)
+      new AppConfigurationEntry(inKafkaNames(e.getLoginModuleName), e.getControlFlag, e.getOptions)
+    ).asJava
+    invoke(
+      target,
+      "configure",
+      Seq(classOf[JMap[_, _]], classOf[String], classOf[JList[_]]),
+      configs.asScala.map { case (k, v) => k -> inKafkaTypes(v) }.asJava,
+      saslMechanism,
+      entries
+    )
   }
 
   override def handle(callbacks: Array[Callback]): Unit = {
@@ -53,7 +69,10 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
     try invoke(target, "handle", Seq(classOf[Array[Callback]]), asKafka.map(_._2.asInstanceOf[Callback]))
     catch {
       case e: UnsupportedCallbackException =>
-        throw new UnsupportedCallbackException(asKafka.find(_._2 eq e.getCallback).fold(e.getCallback)(_._1), e.getMessage)
+        throw new UnsupportedCallbackException(
+          asKafka.find(_._2 eq e.getCallback).fold(e.getCallback)(_._1),
+          e.getMessage
+        )
     }
     asKafka.foreach { case (shaded, kafkas) => copyAnswer(shaded, kafkas) }
   }
@@ -62,7 +81,8 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
 
   /** Kafka's own counterpart of one of the shaded client's classes, if the application's kafka-clients has it. */
   private def kafkaCounterpart(shaded: Class[_]): Option[Class[_]] =
-    try Some(Class.forName(inKafkaNames(shaded.getName), false, loader)) catch { case _: ClassNotFoundException => None }
+    try Some(Class.forName(inKafkaNames(shaded.getName), false, loader))
+    catch { case _: ClassNotFoundException => None }
 
   private def newInstance(c: Class[_]): AnyRef = c.getDeclaredConstructor().newInstance().asInstanceOf[AnyRef]
 
@@ -71,7 +91,8 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
     case s: String => inKafkaNames(s)
     case c: Class[_] => kafkaCounterpart(c).getOrElse(c)
     // Every kafka-clients with an AuthenticateCallbackHandler (configure found one) has Password.
-    case p: Password => kafkaCounterpart(classOf[Password]).get.getConstructor(classOf[String]).newInstance(p.value).asInstanceOf[AnyRef]
+    case p: Password =>
+      kafkaCounterpart(classOf[Password]).get.getConstructor(classOf[String]).newInstance(p.value).asInstanceOf[AnyRef]
     case l: JList[_] => l.asScala.map(inKafkaTypes).asJava
     case c: Callback if c.isInstanceOf[OAuthBearerTokenCallback] || c.isInstanceOf[SaslExtensionsCallback] =>
       kafkaCounterpart(c.getClass).fold[AnyRef](c)(newInstance) // SaslExtensionsCallback is new in Kafka 2.1
@@ -83,9 +104,12 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
       Option(invoke(kafkas, "token", Nil)) match {
         case Some(token) => c.token(new KafkaToken(token))
         case None => Option(invoke(kafkas, "errorCode", Nil)).foreach { code =>
-          c.error(code.toString, invoke(kafkas, "errorDescription", Nil).asInstanceOf[String],
-            invoke(kafkas, "errorUri", Nil).asInstanceOf[String])
-        }
+            c.error(
+              code.toString,
+              invoke(kafkas, "errorDescription", Nil).asInstanceOf[String],
+              invoke(kafkas, "errorUri", Nil).asInstanceOf[String]
+            )
+          }
       }
     case c: SaslExtensionsCallback if kafkas ne c =>
       Option(invoke(kafkas, "extensions", Nil)).foreach { extensions =>
@@ -107,7 +131,8 @@ private[sparkkafkashare] abstract class UnshadedCallbackHandler(setting: String)
   private def invoke(on: AnyRef, method: String, parameterTypes: Seq[Class[_]], args: AnyRef*): AnyRef = {
     val m = on.getClass.getMethod(method, parameterTypes: _*)
     m.trySetAccessible()
-    try m.invoke(on, args: _*) catch { case e: InvocationTargetException => throw e.getCause }
+    try m.invoke(on, args: _*)
+    catch { case e: InvocationTargetException => throw e.getCause }
   }
 }
 
@@ -120,10 +145,12 @@ private[sparkkafkashare] final class UnshadedClientCallbackHandler
   extends UnshadedCallbackHandler(SaslConfigs.SASL_CLIENT_CALLBACK_HANDLER_CLASS)
 
 private[sparkkafkashare] object UnshadedCallbackHandler {
+
   /** The bridge for each handler setting. */
   val Bridges: Map[String, Class[_ <: UnshadedCallbackHandler]] = Map(
     SaslConfigs.SASL_LOGIN_CALLBACK_HANDLER_CLASS -> classOf[UnshadedLoginCallbackHandler],
-    SaslConfigs.SASL_CLIENT_CALLBACK_HANDLER_CLASS -> classOf[UnshadedClientCallbackHandler])
+    SaslConfigs.SASL_CLIENT_CALLBACK_HANDLER_CLASS -> classOf[UnshadedClientCallbackHandler]
+  )
 
   /** Where the client's settings keep the handler a bridge stands in for (Kafka passes unknown settings on). */
   def targetKey(setting: String): String = s"kafka-share.unshaded.$setting"

@@ -16,7 +16,8 @@ import io.github.sparkkafkashare.clients.ShadedKafkaNames
 private[sparkkafkashare] object KafkaShareErrors {
 
   private lazy val reader = new ErrorClassesJsonReader(
-    Seq(getClass.getClassLoader.getResource("error/kafka-share-error-conditions.json")))
+    Seq(getClass.getClassLoader.getResource("error/kafka-share-error-conditions.json"))
+  )
 
   private def message(condition: String, params: Map[String, String]): String =
     s"[$condition] " + reader.getErrorMessage(condition, params)
@@ -44,8 +45,12 @@ private[sparkkafkashare] object KafkaShareErrors {
     invalid("KAFKA_SHARE_UNSUPPORTED_OPTION", "option" -> option, "reason" -> reason)
 
   def unknownOption(option: String, meant: Option[String], hint: String): KafkaShareIllegalArgumentException =
-    invalid("KAFKA_SHARE_UNKNOWN_OPTION", "option" -> option, "meant" -> meant.fold("")(m => s": did you mean '$m'?"),
-      "hint" -> hint)
+    invalid(
+      "KAFKA_SHARE_UNKNOWN_OPTION",
+      "option" -> option,
+      "meant" -> meant.fold("")(m => s": did you mean '$m'?"),
+      "hint" -> hint
+    )
 
   def ownedKafkaConfig(option: String, reason: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_OWNED_KAFKA_CONFIG", "option" -> option, "reason" -> reason)
@@ -73,7 +78,8 @@ private[sparkkafkashare] object KafkaShareErrors {
     new KafkaShareUnsupportedOperationException(condition, map, message(condition, map))
   }
 
-  def batchReadUnsupported(): KafkaShareUnsupportedOperationException = unsupported("KAFKA_SHARE_BATCH_READ_UNSUPPORTED")
+  def batchReadUnsupported(): KafkaShareUnsupportedOperationException =
+    unsupported("KAFKA_SHARE_BATCH_READ_UNSUPPORTED")
 
   /** `builtFor` and `found` as "Spark 4.0, 4.1 with Scala 2.13" and "Spark 3.5.2 with Scala 2.12.18". */
   def sparkUnsupported(builtFor: String, found: String): KafkaShareUnsupportedOperationException =
@@ -81,20 +87,39 @@ private[sparkkafkashare] object KafkaShareErrors {
 
   val BrokerUnreachable = "KAFKA_SHARE_BROKER_UNREACHABLE"
 
-  def brokerUnreachable(bootstrapServers: String, timeoutMs: Long, action: String, cause: Throwable)
-      : KafkaShareRuntimeException = runtime(BrokerUnreachable, cause,
-    "bootstrapServers" -> bootstrapServers, "timeoutMs" -> timeoutMs.toString, "action" -> action,
-    "cause" -> describe(cause))
+  def brokerUnreachable(
+      bootstrapServers: String,
+      timeoutMs: Long,
+      action: String,
+      cause: Throwable
+  ): KafkaShareRuntimeException = runtime(
+    BrokerUnreachable,
+    cause,
+    "bootstrapServers" -> bootstrapServers,
+    "timeoutMs" -> timeoutMs.toString,
+    "action" -> action,
+    "cause" -> describe(cause)
+  )
 
   def authenticationFailed(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_AUTHENTICATION_FAILED", cause,
-      "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+    runtime(
+      "KAFKA_SHARE_AUTHENTICATION_FAILED",
+      cause,
+      "bootstrapServers" -> bootstrapServers,
+      "action" -> action,
+      "cause" -> describe(cause)
+    )
 
   val NotAuthorized = "KAFKA_SHARE_NOT_AUTHORIZED"
 
   def notAuthorized(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
-    runtime(NotAuthorized, cause,
-      "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+    runtime(
+      NotAuthorized,
+      cause,
+      "bootstrapServers" -> bootstrapServers,
+      "action" -> action,
+      "cause" -> describe(cause)
+    )
 
   /**
    * A login or ACL refusal by the cluster, as the error that says which and what the principal
@@ -108,29 +133,56 @@ private[sparkkafkashare] object KafkaShareErrors {
     }
 
   def clientNotCreated(client: String, groupId: String, cause: Throwable): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_CLIENT_NOT_CREATED", cause, "client" -> client, "groupId" -> groupId, "cause" -> describe(cause))
+    runtime(
+      "KAFKA_SHARE_CLIENT_NOT_CREATED",
+      cause,
+      "client" -> client,
+      "groupId" -> groupId,
+      "cause" -> describe(cause)
+    )
 
   def groupConfigFailed(groupId: String, config: String, option: String, cause: Throwable): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_GROUP_CONFIG_FAILED", cause,
-      "groupId" -> groupId, "config" -> config, "option" -> option, "cause" -> describe(cause))
+    runtime(
+      "KAFKA_SHARE_GROUP_CONFIG_FAILED",
+      cause,
+      "groupId" -> groupId,
+      "config" -> config,
+      "option" -> option,
+      "cause" -> describe(cause)
+    )
 
   def deadLettersNotSent(bootstrapServers: String, action: String, cause: Throwable): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_DEAD_LETTERS_NOT_SENT", cause,
-      "bootstrapServers" -> bootstrapServers, "action" -> action, "cause" -> describe(cause))
+    runtime(
+      "KAFKA_SHARE_DEAD_LETTERS_NOT_SENT",
+      cause,
+      "bootstrapServers" -> bootstrapServers,
+      "action" -> action,
+      "cause" -> describe(cause)
+    )
 
   def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 
   def batchJoinedWithItself(heldSlots: Seq[Int], wantedSlot: Int, waitedMs: Long): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF", null, "heldSlots" -> heldSlots.sorted.mkString(", "),
-      "wantedSlot" -> wantedSlot.toString, "waitedMs" -> waitedMs.toString)
+    runtime(
+      "KAFKA_SHARE_BATCH_JOINED_WITH_ITSELF",
+      null,
+      "heldSlots" -> heldSlots.sorted.mkString(", "),
+      "wantedSlot" -> wantedSlot.toString,
+      "waitedMs" -> waitedMs.toString
+    )
 
   def shareGroupsDisabled(bootstrapServers: String, level: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUPS_DISABLED", null, "bootstrapServers" -> bootstrapServers, "level" -> level)
 
   def brokerUnsupported(bootstrapServers: String, release: String, level: Int): KafkaShareRuntimeException =
-    runtime("KAFKA_SHARE_BROKER_UNSUPPORTED", null, "bootstrapServers" -> bootstrapServers, "release" -> release,
-      "level" -> level.toString)
+    runtime(
+      "KAFKA_SHARE_BROKER_UNSUPPORTED",
+      null,
+      "bootstrapServers" -> bootstrapServers,
+      "release" -> release,
+      "level" -> level.toString
+    )
 
   private def runtime(condition: String, cause: Throwable, params: (String, String)*): KafkaShareRuntimeException = {
     val map = params.toMap

@@ -4,5 +4,5 @@ package io.github.sparkkafkashare.errors
 class KafkaShareIllegalArgumentException private[sparkkafkashare] (
     val condition: String,
     val parameters: Map[String, String],
-    message: String)
-  extends IllegalArgumentException(message) with KafkaShareThrowable
+    message: String
+) extends IllegalArgumentException(message) with KafkaShareThrowable

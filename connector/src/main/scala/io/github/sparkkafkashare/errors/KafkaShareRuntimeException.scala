@@ -5,5 +5,5 @@ class KafkaShareRuntimeException private[sparkkafkashare] (
     val condition: String,
     val parameters: Map[String, String],
     message: String,
-    cause: Throwable)
-  extends RuntimeException(message, cause) with KafkaShareThrowable
+    cause: Throwable
+) extends RuntimeException(message, cause) with KafkaShareThrowable

@@ -3,5 +3,5 @@ package io.github.sparkkafkashare.errors
 class KafkaShareUnsupportedOperationException private[sparkkafkashare] (
     val condition: String,
     val parameters: Map[String, String],
-    message: String)
-  extends UnsupportedOperationException(message) with KafkaShareThrowable
+    message: String
+) extends UnsupportedOperationException(message) with KafkaShareThrowable

@@ -18,13 +18,17 @@ private[executor] final class AcknowledgementOutcomes extends AcknowledgementCom
   private val renewed = new AtomicLong()
   private val expired = new AtomicLong()
   private val failed = new AtomicLong()
+
   /** Records whose RENEW was sent and whose outcome has not come yet. */
   private val renewals = java.util.concurrent.ConcurrentHashMap.newKeySet[RecordCoordinates]()
 
   /** RENEW was sent for `records`: if it fails, whatever the reason, their locks are lost. */
   def renewing(records: Iterable[RecordCoordinates]): Unit = records.foreach(renewals.add)
 
-  override def onComplete(offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]], e: Exception): Unit = {
+  override def onComplete(
+      offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]],
+      e: Exception
+  ): Unit = {
     val (renewalsDone, others) = offsets.asScala.toSeq.flatMap { case (tp, set) =>
       set.asScala.map(o => RecordCoordinates(tp.topic(), tp.partition(), o))
     }.partition(renewals.remove)
@@ -47,7 +51,8 @@ private[executor] final class AcknowledgementOutcomes extends AcknowledgementCom
   def renewedLocks(records: Int): Unit = renewed.addAndGet(records)
 
   /** What happened since the last call. */
-  def drain(): AcknowledgementEvents = AcknowledgementEvents(renewed.getAndSet(0), expired.getAndSet(0), failed.getAndSet(0))
+  def drain(): AcknowledgementEvents =
+    AcknowledgementEvents(renewed.getAndSet(0), expired.getAndSet(0), failed.getAndSet(0))
 }
 
 /**
@@ -56,6 +61,9 @@ private[executor] final class AcknowledgementOutcomes extends AcknowledgementCom
  * the lock had expired; records whose acknowledgement was not applied for another reason.
  */
 private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long) {
-  def byMetric: Map[KafkaShareCountMetric, Long] = Map(KafkaShareCountMetric.LockRenewals -> renewed,
-    KafkaShareCountMetric.LocksExpired -> expired, KafkaShareCountMetric.AcknowledgementsFailed -> failed)
+  def byMetric: Map[KafkaShareCountMetric, Long] = Map(
+    KafkaShareCountMetric.LockRenewals -> renewed,
+    KafkaShareCountMetric.LocksExpired -> expired,
+    KafkaShareCountMetric.AcknowledgementsFailed -> failed
+  )
 }

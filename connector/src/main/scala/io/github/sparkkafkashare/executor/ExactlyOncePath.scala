@@ -16,6 +16,7 @@ import org.apache.spark.sql.catalyst.InternalRow
  * those two apart happens on the driver, when a batch runs again after a restart.
  */
 private[executor] trait ExactlyOncePath {
+
   /** The rows of the round the slot just polled. */
   def polled(round: SlotRound, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow]
 
@@ -31,13 +32,20 @@ private[executor] trait ExactlyOncePath {
 }
 
 private[executor] object ExactlyOncePath {
-  def apply(recordsLog: Option[RoundRecordsLog]): ExactlyOncePath = recordsLog.fold[ExactlyOncePath](AsPolled)(new RecordsLogPath(_))
+  def apply(recordsLog: Option[RoundRecordsLog]): ExactlyOncePath =
+    recordsLog.fold[ExactlyOncePath](AsPolled)(new RecordsLogPath(_))
 
   /** `none`, `idempotent`: the records as polled, and, evaluated again, as held. */
   object AsPolled extends ExactlyOncePath {
-    override def polled(round: SlotRound, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
+    override def polled(
+        round: SlotRound,
+        records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+    ): Iterator[InternalRow] =
       round.rows(records)
-    override def heldAgain(round: SlotRound, held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
+    override def heldAgain(
+        round: SlotRound,
+        held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+    ): Iterator[InternalRow] =
       round.rows(held)
     override def readElsewhere(partition: KafkaShareInputPartition): Option[Seq[LoggedRecord]] =
       None
@@ -45,8 +53,13 @@ private[executor] object ExactlyOncePath {
 }
 
 /** A slot's round in a task: the input partition, the slot's consumer, and the task's counts. */
-private[executor] final class SlotRound(val partition: KafkaShareInputPartition, val slot: ShareConsumerSlot,
-    val counts: TaskCounts) {
+private[executor] final class SlotRound(
+    val partition: KafkaShareInputPartition,
+    val slot: ShareConsumerSlot,
+    val counts: TaskCounts
+) {
   def rows(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
-    records.iterator().asScala.map(r => KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r)))
+    records.iterator().asScala.map(r =>
+      KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r))
+    )
 }

@@ -21,6 +21,9 @@ private[executor] object ExecutorKafkaClients {
       newClient
     } catch {
       case e: KafkaException => throw KafkaShareErrors.clientNotCreated(
-        s"$client on executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("?")}", groupId, e)
+          s"$client on executor ${Option(SparkEnv.get).map(_.executorId).getOrElse("?")}",
+          groupId,
+          e
+        )
     }
 }

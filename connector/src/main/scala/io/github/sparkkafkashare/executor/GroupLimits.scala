@@ -13,4 +13,8 @@ package io.github.sparkkafkashare.executor
  *                                another may wait for its partitions
  */
 private[sparkkafkashare] final case class GroupLimits(
-    renewAllowed: Boolean, recordLocksPerPartition: Int, lockDurationMs: Long, assignmentIntervalMs: Long)
+    renewAllowed: Boolean,
+    recordLocksPerPartition: Int,
+    lockDurationMs: Long,
+    assignmentIntervalMs: Long
+)

@@ -32,8 +32,8 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     includeHeaders: Boolean,
     pollTimeoutMs: Long,
     groupLimits: GroupLimits,
-    location: Option[String])
-  extends InputPartition {
+    location: Option[String]
+) extends InputPartition {
 
   /**
    * Set on the driver: where the slot's consumer is now. Spark asks again for every job that reads

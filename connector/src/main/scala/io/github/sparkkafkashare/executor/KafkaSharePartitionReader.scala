@@ -23,8 +23,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     partition: KafkaShareInputPartition,
     metrics: KafkaShareSourceMetrics,
     slotLocations: SlotLocations,
-    path: ExactlyOncePath)
-  extends PartitionReader[InternalRow] {
+    path: ExactlyOncePath
+) extends PartitionReader[InternalRow] {
 
   private val counts = new TaskCounts(metrics)
   private var rows: Iterator[InternalRow] = _ // the round's, once the first next() has read it
@@ -103,11 +103,19 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     counts.add(_.accepted, settled.accepted)
     counts.add(_.released, settled.released)
     counts.add(_.rejected, settled.rejected)
-    counts.addAll(ShareConsumerPool.releaseLeftBehind(partition.runId, partition.homes, here, partition.committedThrough))
+    counts.addAll(ShareConsumerPool.releaseLeftBehind(
+      partition.runId,
+      partition.homes,
+      here,
+      partition.committedThrough
+    ))
     if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
   }
 
-  private def acquisitions(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Map[KafkaShareCountMetric, Long] =
-    Map(KafkaShareCountMetric.Acquired -> records.size.toLong,
-      KafkaShareCountMetric.Redelivered -> records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1).toLong)
+  private def acquisitions(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]])
+      : Map[KafkaShareCountMetric, Long] =
+    Map(
+      KafkaShareCountMetric.Acquired -> records.size.toLong,
+      KafkaShareCountMetric.Redelivered -> records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1).toLong
+    )
 }

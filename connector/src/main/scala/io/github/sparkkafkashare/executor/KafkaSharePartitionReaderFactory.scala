@@ -15,8 +15,8 @@ import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, Par
 private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
     metrics: KafkaShareSourceMetrics,
     slotLocations: SlotLocations,
-    recordsLog: Option[RoundRecordsLog])
-  extends PartitionReaderFactory {
+    recordsLog: Option[RoundRecordsLog]
+) extends PartitionReaderFactory {
 
   @transient private lazy val path = ExactlyOncePath(recordsLog)
 
@@ -29,13 +29,28 @@ private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
    */
   override def createReader(partition: InputPartition): PartitionReader[InternalRow] = partition match {
     case p: KafkaShareInputPartition =>
-      val elsewhere = if (p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round)) path.readElsewhere(p) else None
+      val elsewhere =
+        if (p.poll && !ShareConsumerPool.holdsRound(SlotKey(p.runId, p.slot), p.round)) path.readElsewhere(p) else None
       elsewhere match {
         case Some(logged) =>
-          new KafkaShareReplayReader(p.round, p.slot, logged, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
+          new KafkaShareReplayReader(
+            p.round,
+            p.slot,
+            logged,
+            p.consumerConfig,
+            p.includeHeaders,
+            new TaskCounts(metrics)
+          )
         case None => new KafkaSharePartitionReader(p, metrics, slotLocations, path)
       }
     case p: KafkaShareReplayPartition =>
-      new KafkaShareReplayReader(p.round, p.slot, p.records, p.consumerConfig, p.includeHeaders, new TaskCounts(metrics))
+      new KafkaShareReplayReader(
+        p.round,
+        p.slot,
+        p.records,
+        p.consumerConfig,
+        p.includeHeaders,
+        new TaskCounts(metrics)
+      )
   }
 }

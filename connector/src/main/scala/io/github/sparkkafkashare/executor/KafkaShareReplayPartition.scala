@@ -13,8 +13,8 @@ private[sparkkafkashare] final case class KafkaShareReplayPartition(
     slot: Int,
     records: Seq[LoggedRecord],
     consumerConfig: Map[String, String],
-    includeHeaders: Boolean)
-  extends InputPartition {
+    includeHeaders: Boolean
+) extends InputPartition {
 
   override def toString: String = s"KafkaShareReplayPartition(slot=$slot, round=$round, records=${records.size})"
 }

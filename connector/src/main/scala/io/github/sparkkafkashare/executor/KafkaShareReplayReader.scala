@@ -32,16 +32,20 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
     records: Seq[LoggedRecord],
     consumerConfig: Map[String, String],
     includeHeaders: Boolean,
-    counts: TaskCounts)
-  extends PartitionReader[InternalRow] {
+    counts: TaskCounts
+) extends PartitionReader[InternalRow] {
 
   private val rows: Iterator[InternalRow] = {
     val wanted = records.map(_.coordinates)
-    val found = if (records.isEmpty) Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] else readBack(records)
+    val found =
+      if (records.isEmpty) Map.empty[RecordCoordinates, ConsumerRecord[Array[Byte], Array[Byte]]] else readBack(records)
     val missing = wanted.filterNot(found.contains)
     if (missing.nonEmpty) {
-      throw KafkaShareErrors.replayRecordsGone(round, missing.sortBy(c => (c.topic, c.partition, c.offset))
-        .take(5).map(c => s"${c.topic}-${c.partition}@${c.offset}"))
+      throw KafkaShareErrors.replayRecordsGone(
+        round,
+        missing.sortBy(c => (c.topic, c.partition, c.offset))
+          .take(5).map(c => s"${c.topic}-${c.partition}@${c.offset}")
+      )
     }
     counts.add(_.replayed, found.size)
     records.iterator.map(r => KafkaShareRows.toRow(found(r.coordinates), includeHeaders, r.deliveryCount))
@@ -97,15 +101,22 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   private def newConsumer(): KafkaConsumer[Array[Byte], Array[Byte]] = {
     val known = ConsumerConfig.configNames().asScala
     val config = consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
-      ConsumerConfig.GROUP_ID_CONFIG, "share.acknowledgement.mode", "share.acquire.mode") ++ Map(
+      ConsumerConfig.GROUP_ID_CONFIG,
+      "share.acknowledgement.mode",
+      "share.acquire.mode"
+    ) ++ Map(
       ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG -> "false",
       ConsumerConfig.AUTO_OFFSET_RESET_CONFIG -> "earliest",
       // Asking for a deleted topic must not make it again on a cluster that creates topics on first use.
       ConsumerConfig.ALLOW_AUTO_CREATE_TOPICS_CONFIG -> "false",
-      ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot")
+      ConsumerConfig.CLIENT_ID_CONFIG -> s"${consumerConfig(ConsumerConfig.CLIENT_ID_CONFIG)}-replay-$slot"
+    )
     ExecutorKafkaClients.create(s"replay consumer of slot $slot", consumerConfig(ConsumerConfig.GROUP_ID_CONFIG)) {
       new KafkaConsumer[Array[Byte], Array[Byte]](
-        config.asJava.asInstanceOf[java.util.Map[String, Object]], new ByteArrayDeserializer, new ByteArrayDeserializer)
+        config.asJava.asInstanceOf[java.util.Map[String, Object]],
+        new ByteArrayDeserializer,
+        new ByteArrayDeserializer
+      )
     }
   }
 
@@ -116,7 +127,8 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
   /** The bound on a wait for the cluster, as for every other call the source makes to it. */
   private def timeoutMs: Long = KafkaShareSourceOptions.apiTimeoutMs(consumerConfig)
 
-  private def unreachable(cause: Throwable) = KafkaShareErrors.brokerUnreachable(bootstrapServers, timeoutMs, action, cause)
+  private def unreachable(cause: Throwable) =
+    KafkaShareErrors.brokerUnreachable(bootstrapServers, timeoutMs, action, cause)
 
   private var current: InternalRow = _
 

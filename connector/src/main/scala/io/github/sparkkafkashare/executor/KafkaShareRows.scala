@@ -10,7 +10,9 @@ import org.apache.spark.unsafe.types.UTF8String
 /** The source's schema, and its rows. */
 private[sparkkafkashare] object KafkaShareRows {
   private val headersType = ArrayType(StructType(Seq(
-    StructField("key", StringType), StructField("value", BinaryType))))
+    StructField("key", StringType),
+    StructField("value", BinaryType)
+  )))
 
   /** Spark's `kafka` source schema, in its order, plus `deliveryCount` (1 on first delivery). */
   def schema(includeHeaders: Boolean): StructType = StructType(
@@ -21,9 +23,11 @@ private[sparkkafkashare] object KafkaShareRows {
       StructField("partition", IntegerType),
       StructField("offset", LongType),
       StructField("timestamp", TimestampType),
-      StructField("timestampType", IntegerType)) ++
+      StructField("timestampType", IntegerType)
+    ) ++
       (if (includeHeaders) Seq(StructField("headers", headersType)) else Nil) :+
-      StructField("deliveryCount", IntegerType))
+      StructField("deliveryCount", IntegerType)
+  )
 
   def deliveryCount(r: ConsumerRecord[_, _]): Int = r.deliveryCount().orElse(1.toShort).toInt
 
@@ -38,7 +42,8 @@ private[sparkkafkashare] object KafkaShareRows {
     columns(5) = r.timestamp() * 1000L // TimestampType is microseconds
     columns(6) = r.timestampType().id
     if (includeHeaders) {
-      columns(7) = new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any))
+      columns(7) =
+        new GenericArrayData(r.headers().toArray.map(h => InternalRow(UTF8String.fromString(h.key()), h.value()): Any))
     }
     columns(columns.length - 1) = deliveryCount
     new GenericInternalRow(columns)

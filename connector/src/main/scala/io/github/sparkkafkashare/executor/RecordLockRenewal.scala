@@ -29,7 +29,12 @@ private[executor] object RecordLockRenewal extends Logging {
    * while it holds no records and renews none (`ShareConsumerImpl.collect`). A record that came back
    * unasked for all the same would be RELEASEd (the next poll needs it acknowledged) and warned of.
    */
-  def renew(consumer: ShareConsumerClient, slot: Int, records: HeldRecords, outcomes: AcknowledgementOutcomes): HeldRecords = {
+  def renew(
+      consumer: ShareConsumerClient,
+      slot: Int,
+      records: HeldRecords,
+      outcomes: AcknowledgementOutcomes
+  ): HeldRecords = {
     val renewedAt = System.nanoTime()
     val sent = records.records.asScala.filter(r => consumer.acknowledge(r, AcknowledgeType.RENEW))
     outcomes.renewing(sent.map(RecordCoordinates.of))
@@ -49,7 +54,9 @@ private[executor] object RecordLockRenewal extends Logging {
         returned = true
         if (expected.contains(RecordCoordinates.of(r))) back.add(r)
         else {
-          logWarning(s"Slot $slot: a renewal's poll returned ${RecordCoordinates.of(r)}, which it did not renew; released.")
+          logWarning(
+            s"Slot $slot: a renewal's poll returned ${RecordCoordinates.of(r)}, which it did not renew; released."
+          )
           consumer.acknowledge(r, AcknowledgeType.RELEASE)
         }
       }
@@ -74,10 +81,12 @@ private[executor] object RecordLockRenewal extends Logging {
     val answer = consumer.commit(timeout)
     answer match {
       case Some(refused) => refused.foreach { case (tp, e) =>
-        logWarning(s"Slot $slot: acknowledgements for $tp were not applied (${e.getMessage}); the broker will redeliver those records.")
-      }
+          logWarning(
+            s"Slot $slot: acknowledgements for $tp were not applied (${e.getMessage}); the broker will redeliver those records."
+          )
+        }
       case None => logWarning(s"Slot $slot: the brokers did not answer acknowledgements within $timeout; the records " +
-        "whose acknowledgement they never apply come back to the group when their locks expire.")
+          "whose acknowledgement they never apply come back to the group when their locks expire.")
     }
     answer.map(_.keySet)
   }

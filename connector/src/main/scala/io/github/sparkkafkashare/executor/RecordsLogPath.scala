@@ -21,10 +21,16 @@ import org.apache.spark.sql.kafkashare.QueryRunRegistry
  */
 private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOncePath with Logging {
 
-  override def polled(round: SlotRound, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
+  override def polled(
+      round: SlotRound,
+      records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): Iterator[InternalRow] =
     dropDuplicatesAndLog(round, records)
 
-  override def heldAgain(round: SlotRound, held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] =
+  override def heldAgain(
+      round: SlotRound,
+      held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): Iterator[InternalRow] =
     log.read(round.partition.round, round.partition.slot) match {
       // The attempt that polled failed before checking and logging them (it counted them).
       case None => dropDuplicatesAndLog(round, held)
@@ -41,12 +47,15 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
    * Drops redeliveries of records that earlier rounds handed to Spark (ACCEPTed at once), logs the
    * rest, and returns the rows of what the batch takes from this slot.
    */
-  private def dropDuplicatesAndLog(round: SlotRound, polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]])
-      : Iterator[InternalRow] = {
+  private def dropDuplicatesAndLog(
+      round: SlotRound,
+      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): Iterator[InternalRow] = {
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
     // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
     // records it had handed out with their delivery count back at 1.
-    val delivered = DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, loggedRecords(round, polled))
+    val delivered =
+      DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, loggedRecords(round, polled))
     val kept = if (delivered.isEmpty) polled else slot.acceptDelivered(partition.round, delivered)
     counts.add(_.deduplicated, delivered.size)
     counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTed these
@@ -68,8 +77,11 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
    * never the batch's: they are RELEASEd, and the batch's records read back by their coordinates (the
    * consumer that acquired them settles them, or they come back and are dropped as delivered).
    */
-  private def returnLogged(round: SlotRound, logged: Seq[LoggedRecord],
-      held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]): Iterator[InternalRow] = {
+  private def returnLogged(
+      round: SlotRound,
+      logged: Seq[LoggedRecord],
+      held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): Iterator[InternalRow] = {
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
     val others = loggedFirstElsewhere(partition, logged)
     val batch = logged.filterNot(r => others.contains(r.coordinates))
@@ -82,8 +94,14 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
       logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
         s"records than the ${held.size} this consumer holds; those are released and the logged ones read back.")
       counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout).size)
-      val readBack = new KafkaShareReplayReader(partition.round, partition.slot, batch, partition.consumerConfig,
-        partition.includeHeaders, counts)
+      val readBack = new KafkaShareReplayReader(
+        partition.round,
+        partition.slot,
+        batch,
+        partition.consumerConfig,
+        partition.includeHeaders,
+        counts
+      )
       Iterator.continually(readBack.next()).takeWhile(identity).map(_ => readBack.get())
     }
   }
@@ -95,23 +113,35 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
    * those before it and none reads a file that is not whole. Without the driver's order (another copy
    * of the connector answers) none are found: the batch may then hold such a record twice.
    */
-  private def loggedFirstElsewhere(partition: KafkaShareInputPartition, records: Seq[LoggedRecord]): Set[RecordCoordinates] =
+  private def loggedFirstElsewhere(
+      partition: KafkaShareInputPartition,
+      records: Seq[LoggedRecord]
+  ): Set[RecordCoordinates] =
     if (records.isEmpty) Set.empty
-    else QueryRunRegistry.loggedBefore(partition.runId, partition.round, partition.slot).fold(Set.empty[RecordCoordinates]) {
+    else QueryRunRegistry.loggedBefore(partition.runId, partition.round, partition.slot).fold(
+      Set.empty[RecordCoordinates]
+    ) {
       slots => DeliveredRecordsIndex.forRun(partition.runId, log).loggedBy(partition.round, slots, records)
     }
 
   /** The round's records as the log names them, with the ids of the topics the broker delivered them under. */
-  private def loggedRecords(round: SlotRound, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]])
-      : Seq[LoggedRecord] = {
+  private def loggedRecords(
+      round: SlotRound,
+      records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): Seq[LoggedRecord] = {
     val topicIds = round.slot.topicIds(round.partition.round)
     records.asScala.toSeq.map { r =>
-      LoggedRecord(RecordCoordinates.of(r), KafkaShareRows.deliveryCount(r), topicIds.get(new TopicPartition(r.topic(), r.partition())))
+      LoggedRecord(
+        RecordCoordinates.of(r),
+        KafkaShareRows.deliveryCount(r),
+        topicIds.get(new TopicPartition(r.topic(), r.partition()))
+      )
     }
   }
 }
 
 private[sparkkafkashare] object RecordsLogPath {
+
   /**
    * Fails the task unless the driver says its query run still runs and has not committed `round`: an
    * attempt that Spark wrote off (its executor lost, the run stopped, its driver gone) and that still
@@ -131,9 +161,11 @@ private[sparkkafkashare] object RecordsLogPath {
   def mayLog(runId: String, slot: Int, round: Long, run: RunLookUp): Either[String, Unit] = run match {
     case RunLookUp.Running(state) if round > state.committedThrough => Right(())
     case RunLookUp.Unknown => Right(())
-    case RunLookUp.Running(state) => Left(s"Slot $slot, round $round: query run $runId committed through round " +
-      s"${state.committedThrough}, so this late attempt's records are not logged; its consumer gives them back to the group.")
+    case RunLookUp.Running(state) => Left(
+        s"Slot $slot, round $round: query run $runId committed through round " +
+          s"${state.committedThrough}, so this late attempt's records are not logged; its consumer gives them back to the group."
+      )
     case ended => Left(s"Slot $slot, round $round: query run $runId is not running ($ended), so its records are not " +
-      "logged; its consumer gives them back to the group.")
+        "logged; its consumer gives them back to the group.")
   }
 }

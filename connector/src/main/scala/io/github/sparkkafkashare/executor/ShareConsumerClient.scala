@@ -13,7 +13,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer
 /** What one poll returned: the records, and the id of the topic each partition's records were delivered under. */
 private[executor] final case class Polled(
     records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
-    topicIds: Map[TopicPartition, String])
+    topicIds: Map[TopicPartition, String]
+)
 
 /**
  * The calls a slot makes of its share consumer. [[KafkaShareConsumerClient]] is Kafka's client
@@ -48,11 +49,13 @@ private[executor] trait ShareConsumerClient {
 }
 
 /** Kafka's share consumer, in explicit acknowledgement mode, with `outcomes` as its acknowledgement callback. */
-private[executor] final class KafkaShareConsumerClient(config: java.util.Map[String, Object], outcomes: AcknowledgementCommitCallback)
-  extends ShareConsumerClient {
+private[executor] final class KafkaShareConsumerClient(
+    config: java.util.Map[String, Object],
+    outcomes: AcknowledgementCommitCallback
+) extends ShareConsumerClient {
 
-  private val consumer = new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer,
-    new ByteArrayDeserializer)
+  private val consumer =
+    new KafkaShareConsumer[Array[Byte], Array[Byte]](config, new ByteArrayDeserializer, new ByteArrayDeserializer)
   consumer.setAcknowledgementCommitCallback(outcomes)
 
   override def subscribe(topics: Set[String]): Unit = consumer.subscribe(topics.asJava)
@@ -66,13 +69,16 @@ private[executor] final class KafkaShareConsumerClient(config: java.util.Map[Str
   }
 
   override def acknowledge(record: ConsumerRecord[Array[Byte], Array[Byte]], ackType: AcknowledgeType): Boolean =
-    try { consumer.acknowledge(record, ackType); true } catch {
+    try { consumer.acknowledge(record, ackType); true }
+    catch {
       // "The record cannot be acknowledged": not among the records the client holds for acknowledgement.
       case _: IllegalStateException => false
     }
 
   override def commit(timeout: Duration): Option[Map[TopicPartition, KafkaException]] =
-    try Some(consumer.commitSync(timeout).asScala.collect { case (tp, e) if e.isPresent => tp.topicPartition() -> e.get }.toMap)
+    try Some(consumer.commitSync(timeout).asScala.collect {
+        case (tp, e) if e.isPresent => tp.topicPartition() -> e.get
+      }.toMap)
     catch { case _: TimeoutException => None }
 
   override def acquisitionLockTimeoutMs: Option[Long] =

@@ -38,19 +38,24 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   /** How often the janitor looks at consumers no task uses, and how long one must have been unused. */
   val TidyInterval: Duration = Duration.ofSeconds(5)
   val CloseTimeout: Duration = Duration.ofSeconds(30)
+
   /** Well under the shortest lock a broker allows (group.share.min.record.lock.duration.ms, 1 s at least). */
   val RenewCheckInterval: Duration = Duration.ofMillis(200)
 
   private val slots = new ConcurrentHashMap[SlotKey, ShareConsumerSlot]()
+
   /**
    * Counts of failed tasks, which Spark drops, for the slot's next task here to report, or, once the
    * slot runs elsewhere, [[releaseLeftBehind]] (see [[keepUnreported]]).
    */
   private val unreported = new ConcurrentHashMap[SlotKey, Map[KafkaShareCountMetric, Long]]()
+
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
+
   /** Held by the janitor through each look, so that the JVM's exit waits for the closes it has begun. */
   private val tidying = new ReentrantLock()
+
   /** How long the JVM's exit waits, in all, for the janitor and for the consumers to close. */
   val ExitWait: Duration = Duration.ofSeconds(10)
 
@@ -58,10 +63,18 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   private lazy val background: ScheduledExecutorService = {
     val executor = Executors.newScheduledThreadPool(2, daemonThreads("kafka-share-consumer-pool"))
     // Skipped while no SparkContext runs: an exception here would end the schedule for the JVM's life.
-    executor.scheduleWithFixedDelay(() => ExecutorLocality.runningExecutor().foreach(tidy(_)), TidyInterval.toMillis,
-      TidyInterval.toMillis, TimeUnit.MILLISECONDS)
-    executor.scheduleWithFixedDelay(() => renewLocks(), RenewCheckInterval.toMillis, RenewCheckInterval.toMillis,
-      TimeUnit.MILLISECONDS)
+    executor.scheduleWithFixedDelay(
+      () => ExecutorLocality.runningExecutor().foreach(tidy(_)),
+      TidyInterval.toMillis,
+      TidyInterval.toMillis,
+      TimeUnit.MILLISECONDS
+    )
+    executor.scheduleWithFixedDelay(
+      () => renewLocks(),
+      RenewCheckInterval.toMillis,
+      RenewCheckInterval.toMillis,
+      TimeUnit.MILLISECONDS
+    )
     Runtime.getRuntime.addShutdownHook(new Thread(() => closeAllAtExit(), "kafka-share-consumer-pool-exit"))
     executor
   }
@@ -81,13 +94,15 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     if (tidying.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)) tidying.unlock()
     slots.forEach { (key, slot) =>
       if (slot.lock.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)) {
-        try close(key, committedThrough = -1L, AcknowledgementMarks.None, timeLeft) finally slot.lock.unlock()
+        try close(key, committedThrough = -1L, AcknowledgementMarks.None, timeLeft)
+        finally slot.lock.unlock()
       } else logWarning(s"The share consumer of slot ${key.slot} is still in use as the JVM exits; it is not closed")
     }
   }
 
   /** Threads for calls that wait for the broker: lock renewals, and a stopping run's consumers leaving and closing. */
-  private lazy val brokerCalls: ExecutorService = Executors.newCachedThreadPool(daemonThreads("kafka-share-broker-call"))
+  private lazy val brokerCalls: ExecutorService =
+    Executors.newCachedThreadPool(daemonThreads("kafka-share-broker-call"))
 
   private def daemonThreads(prefix: String): ThreadFactory = {
     val threads = new AtomicInteger()
@@ -103,6 +118,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * than the janitor and the renewals hold a slot.
    */
   val OtherSlotWait: Duration = Duration.ofSeconds(5)
+
   /**
    * How long a stopping run waits for a task that uses a slot's consumer, at each step (stop fetching,
    * close). A task that runs on past its query's stop (user code that ignores the interrupt) keeps the
@@ -144,14 +160,19 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * slot, so closing it releases only what the client took in ahead (delivered again), and the new
    * consumer joins the group in its place. Returns the new slot, borrowed.
    */
-  def replace(slot: ShareConsumerSlot, config: java.util.Map[String, Object], limits: GroupLimits)
-      : ShareConsumerSlot = {
+  def replace(
+      slot: ShareConsumerSlot,
+      config: java.util.Map[String, Object],
+      limits: GroupLimits
+  ): ShareConsumerSlot = {
     val pollSize = ConsumerConfig.MAX_POLL_RECORDS_CONFIG
     if (slot.turnedAwayAsGroupFull) {
       logDebug(s"Slot ${slot.key.slot}: replacing its consumer, which the full group turned away, to ask again.")
     } else {
-      logInfo(s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from ${slot.config.get(pollSize)} " +
-        s"to ${config.get(pollSize)} (the subscribed partitions or the group's lock limit changed).")
+      logInfo(
+        s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from ${slot.config.get(pollSize)} " +
+          s"to ${config.get(pollSize)} (the subscribed partitions or the group's lock limit changed)."
+      )
     }
     close(slot.key, committedThrough = -1L, AcknowledgementMarks.None)
     slot.lock.unlock()
@@ -167,7 +188,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     unreported.merge(key, counts, (kept, more) => KafkaShareCountMetric.sum(kept.toSeq ++ more))
 
   /** What failed tasks of the slot counted here since its last task, for this task to report. */
-  def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] = Option(unreported.remove(key)).getOrElse(Map.empty)
+  def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] =
+    Option(unreported.remove(key)).getOrElse(Map.empty)
 
   def giveBack(slot: ShareConsumerSlot): Unit = {
     slot.lastUsedNanos = System.nanoTime()
@@ -188,23 +210,28 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * stayed there). Their acquisitions too: what a left-behind consumer holds goes back to the group,
    * and the release counted with it cancels them (`KafkaShareSourceMetrics.taken`).
    */
-  def releaseLeftBehind(runId: String, homes: Map[Int, String], here: String, committedThrough: Long)
-      : Map[KafkaShareCountMetric, Long] = {
+  def releaseLeftBehind(
+      runId: String,
+      homes: Map[Int, String],
+      here: String,
+      committedThrough: Long
+  ): Map[KafkaShareCountMetric, Long] = {
     val leftBehind = slotsOf(runId).filter { case (key, _) => homes.get(key.slot).exists(_ != here) }
     KafkaShareCountMetric.sum(leftBehind.flatMap { case (key, slot) =>
       if (slot.lock.isHeldByCaller || !slot.lock.tryLock()) Nil
-      else try {
-        if (slots.get(key) ne slot) Nil
-        else {
-          val released = slot.releaseLeftBehind(committedThrough, CloseTimeout)
-          if (released > 0) {
-            logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
-              s"executor ${homes(key.slot)}")
+      else
+        try {
+          if (slots.get(key) ne slot) Nil
+          else {
+            val released = slot.releaseLeftBehind(committedThrough, CloseTimeout)
+            if (released > 0) {
+              logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
+                s"executor ${homes(key.slot)}")
+            }
+            (KafkaShareCountMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
+              takeUnreported(key))
           }
-          (KafkaShareCountMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
-            takeUnreported(key))
-        }
-      } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
+        } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
     }).filter(_._2 > 0)
   }
 
@@ -216,17 +243,26 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * one after another the stop of a query that failed with the cluster gone would wait that long for
    * each consumer.
    */
-  def closeRun(runId: String, committedThrough: Long, marks: AcknowledgementMarks, slotHomes: Map[Int, String],
-      here: String, inUseWait: Duration = InUseWait): Int = {
+  def closeRun(
+      runId: String,
+      committedThrough: Long,
+      marks: AcknowledgementMarks,
+      slotHomes: Map[Int, String],
+      here: String,
+      inUseWait: Duration = InUseWait
+  ): Int = {
     forgetRun(runId)
     stopFetching(slotsOf(runId).map(_._2), inUseWait)
     slotsOf(runId).map { case (key, _) =>
       CompletableFuture.supplyAsync[java.lang.Boolean](
-        () => Boolean.box(closeAsRunEnds(key, committedThrough, marks, slotHomes, here, inUseWait)), brokerCalls)
+        () => Boolean.box(closeAsRunEnds(key, committedThrough, marks, slotHomes, here, inUseWait)),
+        brokerCalls
+      )
     }.count(_.join())
   }
 
-  private def slotsOf(runId: String): Seq[(SlotKey, ShareConsumerSlot)] = slots.asScala.toSeq.filter(_._1.runId == runId)
+  private def slotsOf(runId: String): Seq[(SlotKey, ShareConsumerSlot)] =
+    slots.asScala.toSeq.filter(_._1.runId == runId)
 
   /**
    * Stops this JVM's consumers of a query run fetching, and waits out the fetches they had already
@@ -240,34 +276,56 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   def stopFetching(runId: String): Unit = stopFetching(slotsOf(runId).map(_._2), InUseWait)
 
   private def stopFetching(running: Seq[ShareConsumerSlot], inUseWait: Duration): Unit =
-    running.map(slot => CompletableFuture.runAsync(() => {
-      val inFlight = if (!lockUnlessInUse(slot, inUseWait)) Duration.ZERO else try slot.stopFetching() catch {
-        case NonFatal(e) =>
-          logWarning(s"The share consumer of slot ${slot.key.slot} could not leave the group before closing", e)
-          Duration.ZERO
-      } finally slot.lock.unlock()
-      Thread.sleep(inFlight.toMillis)
-    }, brokerCalls)).foreach(_.join())
+    running.map(slot =>
+      CompletableFuture.runAsync(
+        () => {
+          val inFlight = if (!lockUnlessInUse(slot, inUseWait)) Duration.ZERO
+          else
+            try slot.stopFetching()
+            catch {
+              case NonFatal(e) =>
+                logWarning(s"The share consumer of slot ${slot.key.slot} could not leave the group before closing", e)
+                Duration.ZERO
+            } finally slot.lock.unlock()
+          Thread.sleep(inFlight.toMillis)
+        },
+        brokerCalls
+      )
+    ).foreach(_.join())
 
   /** Locks a stopping run's slot, unless a task uses it for longer than `wait` (see [[InUseWait]]). */
   private def lockUnlessInUse(slot: ShareConsumerSlot, wait: Duration): Boolean =
     slot.lock.tryLock(wait.toMillis, TimeUnit.MILLISECONDS) || {
-      logWarning(s"The share consumer of slot ${slot.key.slot} is still used by a task after $wait: it is closed once " +
-        "the task ends, and its records stay locked until then.")
+      logWarning(
+        s"The share consumer of slot ${slot.key.slot} is still used by a task after $wait: it is closed once " +
+          "the task ends, and its records stay locked until then."
+      )
       false
     }
 
-  private def closeAsRunEnds(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks,
-      slotHomes: Map[Int, String], here: String, inUseWait: Duration = InUseWait): Boolean =
+  private def closeAsRunEnds(
+      key: SlotKey,
+      committedThrough: Long,
+      marks: AcknowledgementMarks,
+      slotHomes: Map[Int, String],
+      here: String,
+      inUseWait: Duration = InUseWait
+  ): Boolean =
     if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks, inUseWait = inUseWait)
     else close(key, committedThrough = -1L, AcknowledgementMarks.None, inUseWait = inUseWait)
 
-  private def close(key: SlotKey, committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration = CloseTimeout,
-      inUseWait: Duration = InUseWait): Boolean = Option(slots.get(key)).exists { slot =>
+  private def close(
+      key: SlotKey,
+      committedThrough: Long,
+      marks: AcknowledgementMarks,
+      timeout: Duration = CloseTimeout,
+      inUseWait: Duration = InUseWait
+  ): Boolean = Option(slots.get(key)).exists { slot =>
     lockUnlessInUse(slot, inUseWait) && {
       try {
         if (slots.remove(key, slot)) {
-          try slot.close(committedThrough, marks, timeout) catch {
+          try slot.close(committedThrough, marks, timeout)
+          catch {
             case NonFatal(e) => logWarning(s"Closing the share consumer of slot ${key.slot} failed", e)
           }
           true
@@ -284,11 +342,14 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
   /** Read at each look, as a JVM may run several SparkContexts one after another (tests do). */
   private def configuredIdleTimeout: Duration =
-    Option(SparkEnv.get).fold(KafkaShareSparkConf.DefaultConsumerCacheTimeout)(env => KafkaShareSparkConf.consumerCacheTimeout(env.conf))
+    Option(SparkEnv.get).fold(KafkaShareSparkConf.DefaultConsumerCacheTimeout)(env =>
+      KafkaShareSparkConf.consumerCacheTimeout(env.conf)
+    )
 
   private def renewLocks(): Unit = slots.values().forEach { slot =>
     if (renewing.add(slot.key)) brokerCalls.execute { () =>
-      try slot.renewLocksIfDue() catch {
+      try slot.renewLocksIfDue()
+      catch {
         case NonFatal(e) => logWarning(s"Renewing the record locks of slot ${slot.key.slot} failed", e)
       } finally renewing.remove(slot.key)
     }
@@ -311,15 +372,26 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * consumer of a run the driver does not know (another copy of the connector answered) is closed
    * after the idle timeout, settled by what it last learned was committed.
    */
-  private[executor] def tidy(here: String, unusedFor: Duration = TidyInterval, idleTimeout: Duration = configuredIdleTimeout,
-      lookUp: String => RunLookUp = QueryRunRegistry.lookUp): Unit = try {
-    tidying.lock()
-    try tidyUnused(here, unusedFor, idleTimeout, lookUp) finally tidying.unlock()
-  } catch {
-    case NonFatal(e) => logWarning("The share consumer pool's janitor failed; it tries again shortly", e)
-  }
+  private[executor] def tidy(
+      here: String,
+      unusedFor: Duration = TidyInterval,
+      idleTimeout: Duration = configuredIdleTimeout,
+      lookUp: String => RunLookUp = QueryRunRegistry.lookUp
+  ): Unit =
+    try {
+      tidying.lock()
+      try tidyUnused(here, unusedFor, idleTimeout, lookUp)
+      finally tidying.unlock()
+    } catch {
+      case NonFatal(e) => logWarning("The share consumer pool's janitor failed; it tries again shortly", e)
+    }
 
-  private def tidyUnused(here: String, unusedFor: Duration, idleTimeout: Duration, lookUp: String => RunLookUp): Unit = {
+  private def tidyUnused(
+      here: String,
+      unusedFor: Duration,
+      idleTimeout: Duration,
+      lookUp: String => RunLookUp
+  ): Unit = {
     val now = System.nanoTime()
     def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
     slots.asScala.toSeq.filter { case (_, slot) => unused(slot, unusedFor) }.groupBy(_._1.runId).foreach {
@@ -328,7 +400,8 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
         run match {
           case RunLookUp.Running(state) =>
             val counted = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
-            if (counted.nonEmpty) QueryRunRegistry.reportCountedOutsideTasks(runId, counted.map { case (m, n) => m.name -> n })
+            if (counted.nonEmpty)
+              QueryRunRegistry.reportCountedOutsideTasks(runId, counted.map { case (m, n) => m.name -> n })
           // Those left of a stopped run are all closed below: none may fetch what another releases.
           case RunLookUp.Stopped(_, _) => stopFetching(unusedSlots.map(_._2), InUseWait)
           case _ =>
@@ -346,21 +419,27 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
             case RunLookUp.Unknown => unused(slot, idleTimeout)
           }
           // Held while closing, so no task borrows it meanwhile; one that did since `now` kept it in use.
-          if (closing && slot.lock.tryLock()) try {
-            if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
-              val why = (run, movedTo) match {
-                case (_, Some(executor)) => s"the slot now runs on executor $executor"
-                case (RunLookUp.Stopped(_, _), _) => "the query run stopped"
-                case _ => s"unused for $idleTimeout"
+          if (closing && slot.lock.tryLock())
+            try {
+              if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
+                val why = (run, movedTo) match {
+                  case (_, Some(executor)) => s"the slot now runs on executor $executor"
+                  case (RunLookUp.Stopped(_, _), _) => "the query run stopped"
+                  case _ => s"unused for $idleTimeout"
+                }
+                logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
+                run match {
+                  case RunLookUp.Stopped(last, marks) =>
+                    closeAsRunEnds(key, last.committedThrough, AcknowledgementMarks.of(marks), last.homes, here)
+                  case _ =>
+                    close(
+                      key,
+                      committedThrough = -1L,
+                      AcknowledgementMarks.None
+                    ) // settled by what the slot last learned
+                }
               }
-              logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
-              run match {
-                case RunLookUp.Stopped(last, marks) =>
-                  closeAsRunEnds(key, last.committedThrough, AcknowledgementMarks.of(marks), last.homes, here)
-                case _ => close(key, committedThrough = -1L, AcknowledgementMarks.None) // settled by what the slot last learned
-              }
-            }
-          } finally slot.lock.unlock()
+            } finally slot.lock.unlock()
         }
         // As closeRun does, once the janitor has closed an ended run's last consumer here.
         val ended = run match { case RunLookUp.Stopped(_, _) | RunLookUp.Unknown => true; case _ => false }

@@ -37,14 +37,17 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     val key: SlotKey,
     private[executor] val config: java.util.Map[String, Object],
     @volatile private var limits: GroupLimits,
-    newClient: (java.util.Map[String, Object], AcknowledgementOutcomes) => ShareConsumerClient = ShareConsumerSlot.kafkaClient)
-  extends Logging {
+    newClient: (java.util.Map[String, Object], AcknowledgementOutcomes) => ShareConsumerClient =
+      ShareConsumerSlot.kafkaClient
+) extends Logging {
 
   private val outcomes = new AcknowledgementOutcomes
   private val protocol = {
-    val client = ExecutorKafkaClients.create(s"share consumer of slot ${key.slot}", groupId)(newClient(config, outcomes))
+    val client =
+      ExecutorKafkaClients.create(s"share consumer of slot ${key.slot}", groupId)(newClient(config, outcomes))
     new SlotProtocol(client, key.slot, outcomes, ShareConsumerSlot.fetchWait(config))
   }
+
   /** Held by the borrowing task for its whole run: one task per slot at a time. */
   private[executor] val lock = new SlotLock
   private val consumerLock = new ReentrantLock()
@@ -57,9 +60,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   private def transition[T](step: SlotState => (SlotState, T)): T = {
     consumerLock.lockInterruptibly()
     try {
-      val (next, result) = try step(state) catch {
-        case SlotTransitionFailed(next, cause) => state = next; throw cause
-      }
+      val (next, result) =
+        try step(state)
+        catch {
+          case SlotTransitionFailed(next, cause) => state = next; throw cause
+        }
       state = next
       result
     } catch {
@@ -71,7 +76,9 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   private def notAuthorized(e: AuthorizationException) = KafkaShareErrors.notAuthorized(
     String.valueOf(config.get(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG)),
-    s"slot ${key.slot} reading records of share group '$groupId'", e)
+    s"slot ${key.slot} reading records of share group '$groupId'",
+    e
+  )
 
   /** Takes the group's configs as a task brought them from the driver. */
   def follow(latest: GroupLimits): Unit = limits = latest
@@ -119,11 +126,17 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     transition(protocol.releaseLeftBehind(_, committedThrough, timeout))
 
   /** [[SlotProtocol.acceptDelivered]]. */
-  def acceptDelivered(round: Long, delivered: Set[RecordCoordinates])
-      : java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = transition(protocol.acceptDelivered(_, round, delivered))
+  def acceptDelivered(
+      round: Long,
+      delivered: Set[RecordCoordinates]
+  ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
+    transition(protocol.acceptDelivered(_, round, delivered))
 
   /** [[SlotProtocol.hide]]. */
-  def hide(round: Long, loggedByOthers: Set[RecordCoordinates]): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
+  def hide(
+      round: Long,
+      loggedByOthers: Set[RecordCoordinates]
+  ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
     transition(protocol.hide(_, round, loggedByOthers))
 
   /**
@@ -139,7 +152,11 @@ private[sparkkafkashare] final class ShareConsumerSlot(
     } else transition(protocol.releaseRound(_, round, timeout))
 
   /** [[SlotProtocol.pollRound]], with the group's configs the last task brought. */
-  def pollRound(round: Long, topics: Set[String], timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
+  def pollRound(
+      round: Long,
+      topics: Set[String],
+      timeout: Duration
+  ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
     transition(protocol.pollRound(_, round, topics, timeout, limits))
 
   /**
@@ -147,7 +164,8 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * consumer; the renewer comes back shortly.
    */
   def renewLocksIfDue(): Unit = if (limits.renewAllowed && consumerLock.tryLock()) {
-    try transition(s => (protocol.renewIfDue(s, limits), ())) finally consumerLock.unlock()
+    try transition(s => (protocol.renewIfDue(s, limits), ()))
+    finally consumerLock.unlock()
   }
 
   /**
@@ -167,8 +185,12 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 }
 
 private[executor] object ShareConsumerSlot {
+
   /** Kafka's share consumer. */
-  private def kafkaClient(config: java.util.Map[String, Object], outcomes: AcknowledgementOutcomes): ShareConsumerClient =
+  private def kafkaClient(
+      config: java.util.Map[String, Object],
+      outcomes: AcknowledgementOutcomes
+  ): ShareConsumerClient =
     new KafkaShareConsumerClient(config, outcomes)
 
   /** For the broker's answer to a fetch that waited its full `fetch.max.wait.ms` to reach the client. */
@@ -176,8 +198,9 @@ private[executor] object ShareConsumerSlot {
 
   /** How long a fetch the client has sent may still acquire records once it stops fetching. */
   private def fetchWait(config: java.util.Map[String, Object]): Duration = {
-    val fetchWaitMs = Option(config.get(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG)).map(_.toString.trim.toLong) // Kafka trims it too
-      .getOrElse(ConsumerConfig.DEFAULT_FETCH_MAX_WAIT_MS.toLong)
+    val fetchWaitMs =
+      Option(config.get(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG)).map(_.toString.trim.toLong) // Kafka trims it too
+        .getOrElse(ConsumerConfig.DEFAULT_FETCH_MAX_WAIT_MS.toLong)
     Duration.ofMillis(fetchWaitMs).plus(FetchResponseMargin)
   }
 }

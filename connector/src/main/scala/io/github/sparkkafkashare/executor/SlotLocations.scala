@@ -29,7 +29,8 @@ private[sparkkafkashare] final class SlotLocations(private var reads: Map[Int, S
   override def isZero: Boolean = reads.isEmpty
   override def copy(): SlotLocations = new SlotLocations(reads)
   override def reset(): Unit = reads = Map.empty
-  override def add(v: SlotRead): Unit = reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Set(v.executor), v.held))
+  override def add(v: SlotRead): Unit =
+    reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Set(v.executor), v.held))
   override def merge(other: AccumulatorV2[SlotRead, Map[Int, SlotReads]]): Unit =
     other.value.foreach { case (slot, read) => reads = SlotLocations.merged(reads, slot, read) }
   override def value: Map[Int, SlotReads] = reads
@@ -41,13 +42,15 @@ private[sparkkafkashare] final class SlotLocations(private var reads: Map[Int, S
 }
 
 private[sparkkafkashare] object SlotLocations {
+
   /** The home of a slot whose latest round consumers on several executors read: no executor's. */
   val NoHome = "(read on several executors)"
 
-  private def merged(reads: Map[Int, SlotReads], slot: Int, read: SlotReads): Map[Int, SlotReads] = reads.get(slot) match {
-    case Some(known) if known.round > read.round => reads
-    case Some(known) if known.round == read.round =>
-      reads + (slot -> SlotReads(read.round, known.executors ++ read.executors, math.max(known.held, read.held)))
-    case _ => reads + (slot -> read)
-  }
+  private def merged(reads: Map[Int, SlotReads], slot: Int, read: SlotReads): Map[Int, SlotReads] =
+    reads.get(slot) match {
+      case Some(known) if known.round > read.round => reads
+      case Some(known) if known.round == read.round =>
+        reads + (slot -> SlotReads(read.round, known.executors ++ read.executors, math.max(known.held, read.held)))
+      case _ => reads + (slot -> read)
+    }
 }

@@ -16,7 +16,8 @@ private[executor] final class SlotLock(caller: () => Any = SlotLock.taskAttemptO
   private var holds = 0
 
   private def acquire(who: Any): Boolean =
-    if (owner.forall(_ == who)) { owner = Some(who); holds += 1; true } else false
+    if (owner.forall(_ == who)) { owner = Some(who); holds += 1; true }
+    else false
 
   def tryLock(): Boolean = synchronized(acquire(caller()))
 
@@ -41,7 +42,8 @@ private[executor] final class SlotLock(caller: () => Any = SlotLock.taskAttemptO
     var interrupted = false
     var locked = false
     while (!locked) {
-      try { lockInterruptibly(); locked = true } catch { case _: InterruptedException => interrupted = true }
+      try { lockInterruptibly(); locked = true }
+      catch { case _: InterruptedException => interrupted = true }
     }
     if (interrupted) Thread.currentThread().interrupt()
   }
@@ -62,6 +64,8 @@ private[executor] final class SlotLock(caller: () => Any = SlotLock.taskAttemptO
 }
 
 private[executor] object SlotLock {
+
   /** The calling task attempt, or, outside a task, the calling thread. */
-  def taskAttemptOrThread(): Any = Option(TaskContext.get()).map(c => ("task", c.taskAttemptId())).getOrElse(Thread.currentThread())
+  def taskAttemptOrThread(): Any =
+    Option(TaskContext.get()).map(c => ("task", c.taskAttemptId())).getOrElse(Thread.currentThread())
 }

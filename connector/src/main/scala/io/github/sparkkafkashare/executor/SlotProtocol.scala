@@ -24,8 +24,12 @@ import org.apache.spark.internal.Logging
  * @param fetchWait how long a fetch the client has sent may still acquire records: its
  *                  `fetch.max.wait.ms`, and a margin for the broker's answer to reach it
  */
-private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: Int, outcomes: AcknowledgementOutcomes,
-    fetchWait: Duration) extends Logging {
+private[executor] final class SlotProtocol(
+    client: ShareConsumerClient,
+    slot: Int,
+    outcomes: AcknowledgementOutcomes,
+    fetchWait: Duration
+) extends Logging {
   import SlotProtocol._
 
   /**
@@ -35,8 +39,12 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
    * it holds may not be what the committed batch read. Acknowledgements ride on the next call that
    * sends them.
    */
-  def settle(state: SlotState, committedThrough: Long, marks: AcknowledgementMarks, atHome: Boolean)
-      : (SlotState, Settlement) = {
+  def settle(
+      state: SlotState,
+      committedThrough: Long,
+      marks: AcknowledgementMarks,
+      atHome: Boolean
+  ): (SlotState, Settlement) = {
     val facts = state.facts.copy(committed = state.facts.committed.learned(committedThrough, marks))
     val settlement = state.round.fold(Settlement(0, 0, 0)) { held =>
       val committed = if (atHome) facts.committed.round else -1L
@@ -71,13 +79,22 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
    * the client for half their lock are renewed first; those whose renewal fails are left out (not
    * handed to Spark yet). A consumer's first poll, which joins the group, waits [[firstPollTimeout]].
    */
-  def pollRound(state: SlotState, round: Long, topics: Set[String], timeout: Duration, limits: GroupLimits)
-      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
+  def pollRound(
+      state: SlotState,
+      round: Long,
+      topics: Set[String],
+      timeout: Duration,
+      limits: GroupLimits
+  ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
     case Refused(_, refusal) => throw refusal
-    case s: Holding => throw new IllegalStateException(s"slot $slot polled while records of round ${s.held.round} are unsettled")
+    case s: Holding =>
+      throw new IllegalStateException(s"slot $slot polled while records of round ${s.held.round} are unsettled")
     case s: Idle =>
       val subscribed = resubscribe(s, topics)
-      if (topics.isEmpty) (Holding(subscribed.facts, HeldRecords(round, new java.util.ArrayList(), System.nanoTime())), java.util.List.of())
+      if (topics.isEmpty) (
+        Holding(subscribed.facts, HeldRecords(round, new java.util.ArrayList(), System.nanoTime())),
+        java.util.List.of()
+      )
       else {
         val (polledState, polled) = subscribed.ahead match {
           case Some(ahead) => (subscribed.copy(ahead = None), ahead)
@@ -88,7 +105,8 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
         polledState match {
           case away: TurnedAway => (away, java.util.List.of())
           case idle: Idle =>
-            val locked = if (renewDue(polled, limits)) RecordLockRenewal.renew(client, slot, polled, outcomes) else polled
+            val locked =
+              if (renewDue(polled, limits)) RecordLockRenewal.renew(client, slot, polled, outcomes) else polled
             // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
             logDebug(s"Slot $slot, round $round: acquired ${locked.size} records")
             (Holding(idle.facts, locked.copy(round = round, hidden = Set.empty, unlocked = Nil)), locked.records)
@@ -126,16 +144,20 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
   private def pollOnce(state: Idle, timeout: Duration): (SlotState, HeldRecords) = {
     val startedAt = System.nanoTime()
     val lockedSince = state.facts.dating.bufferEmptySinceNanos
-    val polled = try client.poll(timeout) catch {
-      // From a task's poll or the renewer's, whichever first meets it: the slot's next task replaces the consumer.
-      case e: GroupMaxSizeReachedException =>
-        SlotProtocol.warnTurnedAway(slot, e)
-        return (TurnedAway(state.facts), HeldRecords(HeldRecords.NoRound, new java.util.ArrayList(), lockedSince))
-      case NonFatal(e) => throw SlotTransitionFailed(state, e)
-    }
+    val polled =
+      try client.poll(timeout)
+      catch {
+        // From a task's poll or the renewer's, whichever first meets it: the slot's next task replaces the consumer.
+        case e: GroupMaxSizeReachedException =>
+          SlotProtocol.warnTurnedAway(slot, e)
+          return (TurnedAway(state.facts), HeldRecords(HeldRecords.NoRound, new java.util.ArrayList(), lockedSince))
+        case NonFatal(e) => throw SlotTransitionFailed(state, e)
+      }
     val dating = state.facts.dating.after(startedAt, polled.records.size)
-    (state.copy(facts = state.facts.copy(dating = dating)),
-      HeldRecords(HeldRecords.NoRound, polled.records, lockedSince, topicIds = polled.topicIds))
+    (
+      state.copy(facts = state.facts.copy(dating = dating)),
+      HeldRecords(HeldRecords.NoRound, polled.records, lockedSince, topicIds = polled.topicIds)
+    )
   }
 
   /**
@@ -158,8 +180,11 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
    * and ACCEPTs them at once (the `checkpoint-dedup` and `two-phase-commit` strategies drop them): they
    * wait for no batch, and their locks would run on while this round's batch runs. Returns the rest.
    */
-  def acceptDelivered(state: SlotState, round: Long, delivered: Set[RecordCoordinates])
-      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
+  def acceptDelivered(
+      state: SlotState,
+      round: Long,
+      delivered: Set[RecordCoordinates]
+  ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
     val holding = holdingRound(state, round)
     val (accepted, kept) = holding.held.records.asScala.partition(r => delivered.contains(RecordCoordinates.of(r)))
     acknowledgeAll(round, accepted.asJava, AcknowledgeType.ACCEPT)
@@ -173,16 +198,22 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
    * Keeps `loggedByOthers` held but out of what `round` hands to Spark: another slot logged them for
    * this same round first, and its batch holds them. They are settled with the round. Returns the rest.
    */
-  def hide(state: SlotState, round: Long, loggedByOthers: Set[RecordCoordinates])
-      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
+  def hide(
+      state: SlotState,
+      round: Long,
+      loggedByOthers: Set[RecordCoordinates]
+  ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
     val holding = holdingRound(state, round)
     val next = holding.copy(held = holding.held.copy(hidden = holding.held.hidden ++ loggedByOthers))
     (next, next.held.visible)
   }
 
   /** RELEASEs what `round` acquired, sends it, and returns it: no batch reads those records. */
-  def releaseRound(state: SlotState, round: Long, timeout: Duration)
-      : (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
+  def releaseRound(
+      state: SlotState,
+      round: Long,
+      timeout: Duration
+  ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
     case s: Holding if s.held.round == round =>
       acknowledgeAll(round, s.held.records, AcknowledgeType.RELEASE)
       val next = Idle(s.facts, s.ahead)
@@ -218,8 +249,9 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
     val now = System.nanoTime()
     val facts = state.facts
     val takenIn = state match {
-      case s @ (_: Idle | _: Holding) if s.round.forall(_.size == 0) && s.ahead.isEmpty && facts.dating.fetching &&
-          facts.subscribed.nonEmpty && now - facts.dating.takenInAtNanos > lockNanos(limits) / 4 =>
+      case s @ (_: Idle | _: Holding)
+          if s.round.forall(_.size == 0) && s.ahead.isEmpty && facts.dating.fetching &&
+            facts.subscribed.nonEmpty && now - facts.dating.takenInAtNanos > lockNanos(limits) / 4 =>
         val idle = Idle(facts.copy(dating = facts.dating.copy(takenInAtNanos = now)))
         pollOnce(idle, Duration.ZERO) match {
           case (away: TurnedAway, _) => away
@@ -287,12 +319,16 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
 
   private def holdingRound(state: SlotState, round: Long): Holding = state match {
     case s: Holding if s.held.round == round => s
-    case other => throw new IllegalStateException(s"slot $slot: round $round is not held (${other.getClass.getSimpleName})")
+    case other =>
+      throw new IllegalStateException(s"slot $slot: round $round is not held (${other.getClass.getSimpleName})")
   }
 
   /** Acknowledges each of `records` that the client still holds; warns once if it holds some no more. */
-  private def acknowledgeAll(round: Long, records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
-      ackType: AcknowledgeType): Unit = {
+  private def acknowledgeAll(
+      round: Long,
+      records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+      ackType: AcknowledgeType
+  ): Unit = {
     val notHeld = records.asScala.count(r => !client.acknowledge(r, ackType))
     if (notHeld > 0) warnNotHeld(round, notHeld, records.size)
   }
@@ -317,8 +353,10 @@ private[executor] final class SlotProtocol(client: ShareConsumerClient, slot: In
 }
 
 private[executor] object SlotProtocol extends Logging {
+
   /** For the group's next assignment, due at most an assignment interval after this consumer joined, to be made. */
   private val AssignmentMargin = Duration.ofMillis(200)
+
   /** A new group's first consumer has records about 0.5 s after it joined (docs/benchmarks.md, "Joining the group"). */
   private val JoinAndFetch = Duration.ofSeconds(1)
   private val WarnInterval = Duration.ofMinutes(1)
@@ -326,7 +364,8 @@ private[executor] object SlotProtocol extends Logging {
 
   /** `effect`, which follows the transition to `next`: if it throws, the slot is in `next` all the same. */
   private def failingAs[T](next: SlotState)(effect: => T): T =
-    try effect catch { case NonFatal(e) => throw SlotTransitionFailed(next, e) }
+    try effect
+    catch { case NonFatal(e) => throw SlotTransitionFailed(next, e) }
 
   /**
    * At most once a minute per JVM: while the group stays full, every round of the slot is turned away.

@@ -20,10 +20,13 @@ import org.apache.kafka.common.errors.GroupAuthorizationException
  */
 private[executor] sealed trait SlotState {
   def facts: SlotFacts
+
   /** The round whose records it holds, if any. */
   def round: Option[HeldRecords] = None
+
   /** Records taken in ahead of the next round. */
   def ahead: Option[HeldRecords] = None
+
   /** Whether it polls no more. */
   def ended: Boolean = true
 }
@@ -32,20 +35,29 @@ private[executor] object SlotState {
   final case class Idle(facts: SlotFacts, override val ahead: Option[HeldRecords] = None) extends SlotState {
     override def ended: Boolean = false
   }
+
   /** `ahead` only while the round holds no records: the renewer takes records in only then. */
   final case class Holding(facts: SlotFacts, held: HeldRecords, override val ahead: Option[HeldRecords] = None)
     extends SlotState {
     override def round: Option[HeldRecords] = Some(held)
     override def ended: Boolean = false
   }
-  final case class Stopped(facts: SlotFacts, override val round: Option[HeldRecords], override val ahead: Option[HeldRecords])
-    extends SlotState
+  final case class Stopped(
+      facts: SlotFacts,
+      override val round: Option[HeldRecords],
+      override val ahead: Option[HeldRecords]
+  ) extends SlotState
   final case class TurnedAway(facts: SlotFacts) extends SlotState
   final case class Refused(facts: SlotFacts, refusal: GroupAuthorizationException) extends SlotState
   final case class Closed(facts: SlotFacts) extends SlotState
 
   def initial(nowNanos: Long): SlotState =
-    Idle(SlotFacts(Set.empty, joined = false, CommittedRound(-1L, AcknowledgementMarks.None), PollDating(nowNanos, nowNanos)))
+    Idle(SlotFacts(
+      Set.empty,
+      joined = false,
+      CommittedRound(-1L, AcknowledgementMarks.None),
+      PollDating(nowNanos, nowNanos)
+    ))
 }
 
 /**
@@ -56,11 +68,16 @@ private[executor] object SlotState {
  * @param committed  the highest round it was told is committed, and the marks of that round
  * @param dating     when what its polls return was acquired, at the latest
  */
-private[executor] final case class SlotFacts(subscribed: Set[String], joined: Boolean, committed: CommittedRound,
-    dating: PollDating)
+private[executor] final case class SlotFacts(
+    subscribed: Set[String],
+    joined: Boolean,
+    committed: CommittedRound,
+    dating: PollDating
+)
 
 /** The highest round a slot was told is committed, and the explicit marks of that round. */
 private[executor] final case class CommittedRound(round: Long, marks: AcknowledgementMarks) {
+
   /** This, having learned that `through` is committed with `latest` marks. */
   def learned(through: Long, latest: AcknowledgementMarks): CommittedRound =
     if (through < round) this
@@ -77,7 +94,12 @@ private[executor] final case class CommittedRound(round: Long, marks: Acknowledg
  * @param takenInAtNanos        when the renewer last took in what the background fetch brought
  * @param fetching              the last poll returned nothing: the client fetches in the background
  */
-private[executor] final case class PollDating(bufferEmptySinceNanos: Long, takenInAtNanos: Long, fetching: Boolean = false) {
+private[executor] final case class PollDating(
+    bufferEmptySinceNanos: Long,
+    takenInAtNanos: Long,
+    fetching: Boolean = false
+) {
+
   /** After a poll that started at `startedAt` and returned `records`. */
   def after(startedAt: Long, records: Int): PollDating =
     if (records == 0) copy(bufferEmptySinceNanos = startedAt, fetching = true) else copy(fetching = false)

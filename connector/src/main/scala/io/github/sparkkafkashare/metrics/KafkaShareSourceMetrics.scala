@@ -21,15 +21,25 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     acknowledgementsFailed: LongAccumulator,
     deduplicated: LongAccumulator,
     replayed: LongAccumulator,
-    joined: LongAccumulator) {
+    joined: LongAccumulator
+) {
 
   /** Each counter with the task metric that shows it per batch; the metric's name is also the counter's in [[report]]. */
   def counters: Seq[(KafkaShareCountMetric, LongAccumulator)] = {
     import KafkaShareCountMetric._
-    Seq(Acquired -> acquired, Redelivered -> redelivered, Accepted -> accepted, Released -> released,
-      Rejected -> rejected, LockRenewals -> lockRenewals, LocksExpired -> locksExpired,
-      AcknowledgementsFailed -> acknowledgementsFailed, Deduplicated -> deduplicated, Replayed -> replayed,
-      Joined -> joined)
+    Seq(
+      Acquired -> acquired,
+      Redelivered -> redelivered,
+      Accepted -> accepted,
+      Released -> released,
+      Rejected -> rejected,
+      LockRenewals -> lockRenewals,
+      LocksExpired -> locksExpired,
+      AcknowledgementsFailed -> acknowledgementsFailed,
+      Deduplicated -> deduplicated,
+      Replayed -> replayed,
+      Joined -> joined
+    )
   }
 
   /**
@@ -61,7 +71,11 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     }.toMap
 
   /** The values reported in StreamingQueryProgress.sources[].metrics (all strings, as Spark requires). */
-  def report(backlog: Option[Long], dedupState: Option[Long], countedOutsideTasks: Map[String, Long]): Map[String, String] =
+  def report(
+      backlog: Option[Long],
+      dedupState: Option[Long],
+      countedOutsideTasks: Map[String, Long]
+  ): Map[String, String] =
     totals(countedOutsideTasks).map { case (metric, n) => metric.name -> n.toString } ++
       backlog.map(b => "backlogRecords" -> b.toString) ++
       dedupState.map(n => "dedupStateRecords" -> n.toString)
@@ -70,8 +84,18 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
 private[sparkkafkashare] object KafkaShareSourceMetrics {
   def register(sc: SparkContext, groupId: String): KafkaShareSourceMetrics = {
     def counter(name: String) = sc.longAccumulator(s"kafka-share[$groupId].$name")
-    KafkaShareSourceMetrics(counter("acquired"), counter("redelivered"), counter("accepted"), counter("released"),
-      counter("rejected"), counter("lockRenewals"), counter("locksExpired"), counter("acknowledgementsFailed"),
-      counter("deduplicated"), counter("replayed"), counter("consumersJoined"))
+    KafkaShareSourceMetrics(
+      counter("acquired"),
+      counter("redelivered"),
+      counter("accepted"),
+      counter("released"),
+      counter("rejected"),
+      counter("lockRenewals"),
+      counter("locksExpired"),
+      counter("acknowledgementsFailed"),
+      counter("deduplicated"),
+      counter("replayed"),
+      counter("consumersJoined")
+    )
   }
 }

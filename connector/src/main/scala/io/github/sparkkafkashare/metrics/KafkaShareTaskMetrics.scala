@@ -9,10 +9,12 @@ import org.apache.spark.util.LongAccumulator
  * A count that each task reports and the Spark UI's SQL tab sums per micro-batch on the scan node.
  * Spark builds these on the driver by reflection, so each is a public class with a no-arg constructor.
  */
-abstract class KafkaShareCountMetric(override val name: String, override val description: String) extends CustomSumMetric
+abstract class KafkaShareCountMetric(override val name: String, override val description: String)
+  extends CustomSumMetric
 
 class RecordsAcquiredMetric extends KafkaShareCountMetric("recordsAcquired", "records acquired")
-class RecordsRedeliveredMetric extends KafkaShareCountMetric("recordsRedelivered", "records acquired again (deliveryCount > 1)")
+class RecordsRedeliveredMetric
+  extends KafkaShareCountMetric("recordsRedelivered", "records acquired again (deliveryCount > 1)")
 class RecordsAcceptedMetric extends KafkaShareCountMetric("recordsAccepted", "records accepted")
 class RecordsReleasedMetric extends KafkaShareCountMetric("recordsReleased", "records released")
 class RecordsRejectedMetric extends KafkaShareCountMetric("recordsRejected", "records rejected")
@@ -20,7 +22,8 @@ class LockRenewalsMetric extends KafkaShareCountMetric("lockRenewals", "record l
 class LocksExpiredMetric extends KafkaShareCountMetric("locksExpired", "record locks expired before acknowledgement")
 class AcknowledgementsFailedMetric
   extends KafkaShareCountMetric("acknowledgementsFailed", "acknowledgements not applied (lock not expired)")
-class RecordsDeduplicatedMetric extends KafkaShareCountMetric("recordsDeduplicated", "redelivered records dropped as duplicates")
+class RecordsDeduplicatedMetric
+  extends KafkaShareCountMetric("recordsDeduplicated", "redelivered records dropped as duplicates")
 class RecordsReplayedMetric extends KafkaShareCountMetric("recordsReplayed", "logged records read back by coordinates")
 class ConsumersJoinedMetric extends KafkaShareCountMetric("consumersJoined", "share consumers that joined the group")
 
@@ -42,8 +45,19 @@ private[sparkkafkashare] object KafkaShareCountMetric {
     counts.groupBy(_._1).map { case (metric, each) => metric -> each.map(_._2).sum }
 
   /** What the scan reports as its supported custom metrics. */
-  val all: Array[CustomMetric] = Array(Acquired, Redelivered, Accepted, Released, Rejected, LockRenewals, LocksExpired,
-    AcknowledgementsFailed, Deduplicated, Replayed, Joined)
+  val all: Array[CustomMetric] = Array(
+    Acquired,
+    Redelivered,
+    Accepted,
+    Released,
+    Rejected,
+    LockRenewals,
+    LocksExpired,
+    AcknowledgementsFailed,
+    Deduplicated,
+    Replayed,
+    Joined
+  )
 }
 
 /**
@@ -51,6 +65,7 @@ private[sparkkafkashare] object KafkaShareCountMetric {
  * metrics in StreamingQueryProgress, and to the task's own custom metrics.
  */
 private[sparkkafkashare] final class TaskCounts(metrics: KafkaShareSourceMetrics) {
+
   /** This task's part of each counter, by accumulator id. */
   private val counted = mutable.Map.empty[Long, Long]
 
@@ -60,9 +75,10 @@ private[sparkkafkashare] final class TaskCounts(metrics: KafkaShareSourceMetrics
     counted(accumulator.id) = counted.getOrElse(accumulator.id, 0L) + n
   }
 
-  def addAll(byMetric: Map[KafkaShareCountMetric, Long]): Unit = metrics.counters.foreach { case (metric, accumulator) =>
-    byMetric.get(metric).foreach(n => add(_ => accumulator, n))
-  }
+  def addAll(byMetric: Map[KafkaShareCountMetric, Long]): Unit =
+    metrics.counters.foreach { case (metric, accumulator) =>
+      byMetric.get(metric).foreach(n => add(_ => accumulator, n))
+    }
 
   /** The task's counts so far, by metric. */
   def byMetric: Map[KafkaShareCountMetric, Long] = metrics.counters.map { case (metric, accumulator) =>

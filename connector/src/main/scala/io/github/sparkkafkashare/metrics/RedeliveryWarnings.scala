@@ -23,10 +23,12 @@ private[sparkkafkashare] final class RedeliveryWarnings(groupId: String, lockTim
     once(KafkaShareCountMetric.LocksExpired)(
       "lost their acquisition lock before they were acknowledged",
       "Renewal could not keep them: check that the group allows lock renewal (share.renew.acknowledge.enable), " +
-        s"raise option '$lockTimeoutOption', or make batches shorter.")
+        s"raise option '$lockTimeoutOption', or make batches shorter."
+    )
     once(KafkaShareCountMetric.AcknowledgementsFailed)(
       "could not be acknowledged (the acknowledgement was not applied)",
       "Most often their consumer lost the partition as the group's members changed (consumers joining or " +
-        "leaving); the executors' logs name the partitions and the error.")
+        "leaving); the executors' logs name the partitions and the error."
+    )
   }
 }

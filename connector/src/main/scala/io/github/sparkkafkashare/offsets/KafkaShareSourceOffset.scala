@@ -27,8 +27,9 @@ private[sparkkafkashare] object KafkaShareSourceOffset {
   def fromJson(json: String): KafkaShareSourceOffset = json.trim match {
     case Json(round) => KafkaShareSourceOffset(round.toLong)
     case _ => throw new IllegalStateException(
-      s"Unreadable kafka-share offset '$json' in the checkpoint: it was not written by this source. " +
-        "Start the query with a new checkpoint location, and with a new output location if its sink reads a " +
-        "batch before it skips a batch id it already holds (batch ids start at 0 again).")
+        s"Unreadable kafka-share offset '$json' in the checkpoint: it was not written by this source. " +
+          "Start the query with a new checkpoint location, and with a new output location if its sink reads a " +
+          "batch before it skips a batch id it already holds (batch ids start at 0 again)."
+      )
   }
 }

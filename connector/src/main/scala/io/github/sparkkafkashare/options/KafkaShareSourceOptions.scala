@@ -15,8 +15,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
 /** How records are acknowledged to the share group. */
 private[sparkkafkashare] sealed abstract class AcknowledgmentMode(val name: String)
 private[sparkkafkashare] object AcknowledgmentMode {
+
   /** Every record of a committed batch is ACCEPTed. */
   case object Implicit extends AcknowledgmentMode("implicit")
+
   /** User code marks records ACCEPT, RELEASE or REJECT inside foreachBatch; see KafkaShareAcknowledgements. */
   case object Explicit extends AcknowledgmentMode("explicit")
   val all: Seq[AcknowledgmentMode] = Seq(Implicit, Explicit)
@@ -46,7 +48,8 @@ private[sparkkafkashare] final case class StartingOffsets(groupConfigValue: Stri
 private[sparkkafkashare] final case class KafkaConnection(
     bootstrapServers: String,
     groupId: String,
-    kafkaParams: Map[String, String]) {
+    kafkaParams: Map[String, String]
+) {
 
   /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
   def apiTimeoutMs: Long = KafkaShareSourceOptions.apiTimeoutMs(kafkaParams)
@@ -80,7 +83,8 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     maxRecordsPerTrigger: Option[Long],
     pollTimeoutMs: Long,
     startingOffsets: Option[StartingOffsets],
-    fetchOffsetNumRetries: Int) {
+    fetchOffsetNumRetries: Int
+) {
   def groupId: String = connection.groupId
 }
 
@@ -100,11 +104,13 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val MaxRecordsPerTrigger = "maxRecordsPerTrigger"
   val PollTimeoutMs = "pollTimeoutMs"
   val StartingOffsetsOption = "startingOffsets"
+
   /** Spark's kafka source name for how many failed driver lookups in a row a running query survives. */
   val FetchOffsetNumRetries = "fetchOffset.numRetries"
 
   val DefaultPollTimeoutMs = 2000L
   val DefaultApiTimeoutMs = 30000L
+
   /** Kafka's client setting that bounds a call; checked here as the driver's Admin calls need it positive. */
   val ApiTimeoutConfig = "default.api.timeout.ms"
 
@@ -115,12 +121,27 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
 
   /** Our own options that do not start with `kafka.`. */
   private val sourceOptions =
-    Set(Subscribe, SubscribePattern, IncludeHeaders, MaxRecordsPerTrigger, PollTimeoutMs, StartingOffsetsOption, FetchOffsetNumRetries)
+    Set(
+      Subscribe,
+      SubscribePattern,
+      IncludeHeaders,
+      MaxRecordsPerTrigger,
+      PollTimeoutMs,
+      StartingOffsetsOption,
+      FetchOffsetNumRetries
+    )
 
   /** Our own options that start with `kafka.`: they are never passed to the Kafka client. */
   private val sourceOwnedKafkaOptions =
-    Set(GroupId, Parallelism, AcknowledgmentModeOption, ExactlyOnceStrategyOption, LockTimeoutMs, PartitionMaxRecordLocks,
-      AssignmentIntervalMs)
+    Set(
+      GroupId,
+      Parallelism,
+      AcknowledgmentModeOption,
+      ExactlyOnceStrategyOption,
+      LockTimeoutMs,
+      PartitionMaxRecordLocks,
+      AssignmentIntervalMs
+    )
 
   /** Kafka client settings the source sets itself, or that a share consumer rejects, with why. */
   private val ownedKafkaConfigs: Map[String, String] = {
@@ -131,22 +152,39 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       "value.deserializer" -> "values are always returned as binary; cast or decode the 'value' column.",
       "share.acknowledgement.mode" ->
         s"the source acknowledges records itself after Spark commits each batch; see option '$AcknowledgmentModeOption'.",
-      "client.id" -> "the source names each consumer after the group and its slot.")
+      "client.id" -> "the source names each consumer after the group and its slot."
+    )
     // Kafka's names of the share group's own configs: a client ignores them, so a query would run without.
     val groupConfig = "it is a share group config, not a client setting;"
     val onTheGroup = "set it on the group with Kafka's kafka-configs tool (--entity-type groups)."
     val groupConfigs = Map(
       "share.auto.offset.reset" -> s"$groupConfig use option '$StartingOffsetsOption'.",
-      "share.record.lock.duration.ms" -> s"$groupConfig use option '$LockTimeoutMs'.") ++
-      Seq("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.delivery.count.limit",
-        "share.isolation.level", "share.renew.acknowledge.enable", "share.assignor.offload.enable")
+      "share.record.lock.duration.ms" -> s"$groupConfig use option '$LockTimeoutMs'."
+    ) ++
+      Seq(
+        "share.session.timeout.ms",
+        "share.heartbeat.interval.ms",
+        "share.delivery.count.limit",
+        "share.isolation.level",
+        "share.renew.acknowledge.enable",
+        "share.assignor.offload.enable"
+      )
         .map(_ -> s"$groupConfig $onTheGroup")
-    val rejectedByShareConsumer = Seq("enable.auto.commit", "auto.commit.interval.ms", "auto.offset.reset",
-      "group.instance.id", "partition.assignment.strategy", "interceptor.classes", "group.protocol",
-      "group.remote.assignor")
+    val rejectedByShareConsumer = Seq(
+      "enable.auto.commit",
+      "auto.commit.interval.ms",
+      "auto.offset.reset",
+      "group.instance.id",
+      "partition.assignment.strategy",
+      "interceptor.classes",
+      "group.protocol",
+      "group.remote.assignor"
+    )
       .map(_ -> "Kafka share consumers do not accept it (share groups manage offsets and membership on the broker).")
     val replacedByGroupConfig = Seq("isolation.level", "session.timeout.ms", "heartbeat.interval.ms")
-      .map(c => c -> s"Kafka share consumers do not accept it; a share group has config 'share.$c' instead: $onTheGroup")
+      .map(c =>
+        c -> s"Kafka share consumers do not accept it; a share group has config 'share.$c' instead: $onTheGroup"
+      )
     sourceOwned ++ groupConfigs ++ rejectedByShareConsumer ++ replacedByGroupConfig
   }
 
@@ -159,9 +197,11 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   private val sparkKafkaSourceOptions: Map[String, String] = {
     val byTimestamp = s"a share group starts every partition at one place; use '$StartingOffsetsOption' with a " +
       "duration back from now, such as 'PT1H'."
-    val ending = "a kafka-share query reads a stream, which has no end; Trigger.AvailableNow reads what is there and stops."
+    val ending =
+      "a kafka-share query reads a stream, which has no end; Trigger.AvailableNow reads what is there and stops."
     val partitions = s"each task of a batch is one of the query's share consumers; set how many with '$Parallelism'."
-    val minimum = s"a batch takes what the consumers acquire and is not held back for more; bound it with '$MaxRecordsPerTrigger'."
+    val minimum =
+      s"a batch takes what the consumers acquire and is not held back for more; bound it with '$MaxRecordsPerTrigger'."
     Map(
       Assign -> s"share groups assign partitions on the broker and cannot read chosen partitions; use '$Subscribe' or '$SubscribePattern'.",
       "maxOffsetsPerTrigger" -> s"a share group hands out records, not offset ranges; use '$MaxRecordsPerTrigger'.",
@@ -180,32 +220,42 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       "kafkaConsumer.pollTimeoutMs" -> s"use '$PollTimeoutMs'.",
       "fetchOffset.retryIntervalMs" -> (s"a failed lookup of the driver is retried at the next batch; " +
         s"'$FetchOffsetNumRetries' sets how many in a row a running query waits through."),
-      "groupIdPrefix" -> s"a share group is named, not generated; use '$GroupId'.")
+      "groupIdPrefix" -> s"a share group is named, not generated; use '$GroupId'."
+    )
   }
 
   /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
   def parseConnection(options: CaseInsensitiveStringMap): KafkaConnection = {
     def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
     val bootstrapServers = get(BootstrapServers).getOrElse(throw KafkaShareErrors.missingOption(
-      BootstrapServers, "Set it to the Kafka brokers to connect to, for example \"host1:9092,host2:9092\"."))
+      BootstrapServers,
+      "Set it to the Kafka brokers to connect to, for example \"host1:9092,host2:9092\"."
+    ))
     val groupId = get(GroupId).getOrElse(throw KafkaShareErrors.missingOption(
-      GroupId, "Set it to the share group this query consumes as; queries with the same group split the records."))
+      GroupId,
+      "Set it to the share group this query consumes as; queries with the same group split the records."
+    ))
 
     // Spark lower-cases option names; keep the user's spelling for the pass-through keys.
     val kafkaParams = options.asCaseSensitiveMap().asScala.toMap.collect {
-      case (key, value) if key.toLowerCase(Locale.ROOT).startsWith("kafka.") &&
-          !sourceOwnedKafkaOptions.contains(key.toLowerCase(Locale.ROOT)) =>
+      case (key, value)
+          if key.toLowerCase(Locale.ROOT).startsWith("kafka.") &&
+            !sourceOwnedKafkaOptions.contains(key.toLowerCase(Locale.ROOT)) =>
         key.substring("kafka.".length) -> value
     }
     kafkaParams.keys.foreach { key =>
-      ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason => throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason))
+      ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason =>
+        throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason)
+      )
     }
     OptionNames.checkKafkaSettings(kafkaParams.keySet, sourceOwnedKafkaOptions)
     checkKafkaValues(kafkaParams)
     // Kafka allows 0, but the driver bounds each of its Admin calls with it.
     if (kafkaParams.get(ApiTimeoutConfig).exists(v => Parsing.int(v.trim).contains(0))) {
-      throw KafkaShareErrors.invalidKafkaConfig(s"kafka.$ApiTimeoutConfig",
-        "expected a positive number of milliseconds (it bounds every Admin call of the driver)")
+      throw KafkaShareErrors.invalidKafkaConfig(
+        s"kafka.$ApiTimeoutConfig",
+        "expected a positive number of milliseconds (it bounds every Admin call of the driver)"
+      )
     }
     KafkaConnection(bootstrapServers, groupId, kafkaParams - "bootstrap.servers")
   }
@@ -237,11 +287,15 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     sparkKafkaSourceOptions.find { case (option, _) => options.containsKey(option) }.foreach { case (option, reason) =>
       throw KafkaShareErrors.unsupportedOption(option, reason)
     }
-    OptionNames.checkSourceOptions(options.asCaseSensitiveMap().keySet().asScala.toSet,
-      sourceOptions ++ sparkKafkaSourceOptions.keySet)
+    OptionNames.checkSourceOptions(
+      options.asCaseSensitiveMap().keySet().asScala.toSet,
+      sourceOptions ++ sparkKafkaSourceOptions.keySet
+    )
     val subscription = (get(Subscribe), get(SubscribePattern)) match {
-      case (Some(_), Some(_)) => throw KafkaShareErrors.conflictingOptions(Seq(Subscribe, SubscribePattern),
-        "Give either a list of topics or a pattern, not both.")
+      case (Some(_), Some(_)) => throw KafkaShareErrors.conflictingOptions(
+          Seq(Subscribe, SubscribePattern),
+          "Give either a list of topics or a pattern, not both."
+        )
       case (Some(list), None) =>
         val topics = list.split(",").map(_.trim).filter(_.nonEmpty).toSeq.distinct
         if (topics.isEmpty) {
@@ -249,18 +303,26 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
         }
         Subscription.Topics(topics)
       case (None, Some(regex)) =>
-        try Pattern.compile(regex) catch {
+        try Pattern.compile(regex)
+        catch {
           case e: PatternSyntaxException =>
-            throw KafkaShareErrors.invalidOptionValue(SubscribePattern, regex, s"expected a Java regex (${e.getDescription})")
+            throw KafkaShareErrors.invalidOptionValue(
+              SubscribePattern,
+              regex,
+              s"expected a Java regex (${e.getDescription})"
+            )
         }
         Subscription.TopicPattern(regex)
       case (None, None) => throw KafkaShareErrors.noSubscription()
     }
 
-    val acknowledgmentMode = oneOf(get(AcknowledgmentModeOption), AcknowledgmentModeOption,
-      AcknowledgmentMode.all)(_.name).getOrElse(AcknowledgmentMode.Implicit)
-    val strategy = oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption,
-      ExactlyOnceStrategy.all)(_.name).getOrElse(ExactlyOnceStrategy.None)
+    val acknowledgmentMode = oneOf(get(AcknowledgmentModeOption), AcknowledgmentModeOption, AcknowledgmentMode.all)(
+      _.name
+    ).getOrElse(AcknowledgmentMode.Implicit)
+    val strategy =
+      oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption, ExactlyOnceStrategy.all)(_.name).getOrElse(
+        ExactlyOnceStrategy.None
+      )
 
     KafkaShareSourceOptions(
       connection = connection,
@@ -276,17 +338,25 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),
       startingOffsets = get(StartingOffsetsOption).map(startingOffsets),
       fetchOffsetNumRetries = nonNegativeInt(get(FetchOffsetNumRetries), FetchOffsetNumRetries)
-        .getOrElse(DefaultFetchOffsetNumRetries))
+        .getOrElse(DefaultFetchOffsetNumRetries)
+    )
   }
 
   private def oneOf[T](value: Option[String], option: String, choices: Seq[T])(name: T => String): Option[T] =
     value.map { v =>
       choices.find(c => name(c).equalsIgnoreCase(v)).getOrElse(throw KafkaShareErrors.invalidOptionValue(
-        option, v, "expected one of " + choices.map(c => s"'${name(c)}'").mkString(", ")))
+        option,
+        v,
+        "expected one of " + choices.map(c => s"'${name(c)}'").mkString(", ")
+      ))
     }
 
   private def positiveLong(value: Option[String], option: String): Option[Long] = value.map { v =>
-    Parsing.long(v).filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v, "expected a positive whole number"))
+    Parsing.long(v).filter(_ > 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(
+      option,
+      v,
+      "expected a positive whole number"
+    ))
   }
 
   private def positiveInt(value: Option[String], option: String): Option[Int] = positiveLong(value, option).map { n =>
@@ -295,8 +365,11 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   }
 
   private def nonNegativeInt(value: Option[String], option: String): Option[Int] = value.map { v =>
-    Parsing.int(v).filter(_ >= 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(option, v,
-      "expected a whole number from 0 to 2147483647"))
+    Parsing.int(v).filter(_ >= 0).getOrElse(throw KafkaShareErrors.invalidOptionValue(
+      option,
+      v,
+      "expected a whole number from 0 to 2147483647"
+    ))
   }
 
   private def boolean(value: Option[String], option: String): Option[Boolean] = value.map { v =>
@@ -308,10 +381,15 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     case "earliest" | "latest" => StartingOffsets(value.toLowerCase(Locale.ROOT))
     case _ =>
       val iso = value.stripPrefix("by_duration:")
-      val ok = try !Duration.parse(iso).isNegative catch { case _: Exception => false }
+      val ok =
+        try !Duration.parse(iso).isNegative
+        catch { case _: Exception => false }
       if (!ok) {
-        throw KafkaShareErrors.invalidOptionValue(StartingOffsetsOption, value,
-          "expected 'earliest', 'latest', or a non-negative ISO-8601 duration back from now such as 'PT30M' or 'P1D'")
+        throw KafkaShareErrors.invalidOptionValue(
+          StartingOffsetsOption,
+          value,
+          "expected 'earliest', 'latest', or a non-negative ISO-8601 duration back from now such as 'PT30M' or 'P1D'"
+        )
       }
       StartingOffsets(s"by_duration:${iso.toUpperCase(Locale.ROOT)}")
   }

@@ -24,6 +24,7 @@ import org.apache.kafka.clients.producer.ProducerConfig
  *    off, it is not taken for one of ours, and Spark's convention of ignoring it holds).
  */
 private[options] object OptionNames {
+
   /**
    * Kafka client settings: the share consumer's (a consumer's), the driver's Admin client's, and the
    * dead-letter producer's.
@@ -33,8 +34,12 @@ private[options] object OptionNames {
 
   /** Settings naming plugins that Kafka hands every setting to. */
   val PluginSettings: Seq[String] = Seq(
-    "sasl.login.class", "sasl.login.callback.handler.class", "sasl.client.callback.handler.class", "metric.reporters",
-    "config.providers")
+    "sasl.login.class",
+    "sasl.login.callback.handler.class",
+    "sasl.client.callback.handler.class",
+    "metric.reporters",
+    "config.providers"
+  )
 
   /**
    * Refuses a pass-through setting (a `kafka.*` option, prefix removed) that Kafka's clients do not
@@ -53,10 +58,17 @@ private[options] object OptionNames {
   /** Refuses an option without the `kafka.` prefix that is a letter or two away from one of `sourceOptions`. */
   def checkSourceOptions(options: Set[String], sourceOptions: Set[String]): Unit = {
     val lowerCase = sourceOptions.map(_.toLowerCase(Locale.ROOT))
-    options.filterNot(o => o.toLowerCase(Locale.ROOT).startsWith("kafka.") || lowerCase.contains(o.toLowerCase(Locale.ROOT)))
+    options.filterNot(o =>
+      o.toLowerCase(Locale.ROOT).startsWith("kafka.") || lowerCase.contains(o.toLowerCase(Locale.ROOT))
+    )
       .toSeq.sorted.foreach { option =>
-        nearest(option, sourceOptions).foreach(meant => throw KafkaShareErrors.unknownOption(option, Some(meant),
-          "Options are case-insensitive; a misspelled one would be ignored, and the query would run without it."))
+        nearest(option, sourceOptions).foreach(meant =>
+          throw KafkaShareErrors.unknownOption(
+            option,
+            Some(meant),
+            "Options are case-insensitive; a misspelled one would be ignored, and the query would run without it."
+          )
+        )
       }
   }
 
@@ -83,7 +95,8 @@ private[options] object OptionNames {
     for (i <- 1 to a.length; j <- 1 to b.length) {
       val cost = if (a(i - 1) == b(j - 1)) 0 else 1
       d(i)(j) = math.min(math.min(d(i - 1)(j) + 1, d(i)(j - 1) + 1), d(i - 1)(j - 1) + cost)
-      if (i > 1 && j > 1 && a(i - 1) == b(j - 2) && a(i - 2) == b(j - 1)) d(i)(j) = math.min(d(i)(j), d(i - 2)(j - 2) + 1)
+      if (i > 1 && j > 1 && a(i - 1) == b(j - 2) && a(i - 2) == b(j - 1))
+        d(i)(j) = math.min(d(i)(j), d(i - 2)(j - 2) + 1)
     }
     d(a.length)(b.length)
   }

@@ -29,6 +29,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
   import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
+
   /** Partitions where rounds found nothing while Kafka said the same of them. */
   private var quiet: Map[TopicPartition, Quiet] = Map.empty
   private var described: Option[DescribedTopics] = None
@@ -40,7 +41,9 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
     val ends = admin.endOffsets(quiet.keySet)
     quiet = quiet.filter { case (tp, q) => ends.get(tp).contains(q.endOffset) }
     val now = System.nanoTime()
-    val counted = lags.filter { case (tp, _) => !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos()) }
+    val counted = lags.filter { case (tp, _) =>
+      !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos())
+    }
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
   }
 
@@ -70,7 +73,8 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
   def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit = {
     val now = System.nanoTime()
     quiet ++= atRoundStart.map { case (tp, start) =>
-      val since = quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
+      val since =
+        quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
       tp -> Quiet(start.lag, start.endOffset, since, probedAt = now)
     }
   }
@@ -90,7 +94,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
     val now = System.nanoTime()
     val current = described.filter { d =>
       d.topics == topics && now - d.at <= PartitionsRefreshNanos &&
-        topics.forall(topic => d.partitions.exists(_.topic() == topic))
+      topics.forall(topic => d.partitions.exists(_.topic() == topic))
     }
     current.getOrElse {
       val fresh = DescribedTopics(topics, admin.partitionsOf(topics).toSet, now)
@@ -101,6 +105,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
 }
 
 private[sparkkafkashare] object Backlog {
+
   /** A partition as Kafka reported it when a round began: its lag (None: unreported) and log end offset. */
   final case class PartitionAtRoundStart(lag: Option[Long], endOffset: Long, at: Long)
 

@@ -19,6 +19,7 @@ import org.apache.spark.sql.SparkSession
  */
 private[sparkkafkashare] object ConsumerCloser extends Logging {
   private val CloseJobTimeoutMs = TimeUnit.SECONDS.toMillis(60)
+
   /** Not as long: an executor busy with another job must not hold back the others' closing. */
   private val StopFetchingJobTimeoutMs = TimeUnit.SECONDS.toMillis(10)
 
@@ -27,7 +28,8 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
       runId: String,
       slotHomes: Map[Int, String],
       committedThrough: Long,
-      marks: AcknowledgementMarks): Unit = {
+      marks: AcknowledgementMarks
+  ): Unit = {
     val here = ExecutorLocality.currentExecutor()
     // Every live executor: a slot's tasks may have left a consumer behind on one that no slot calls home.
     val executors = ExecutorLocality.sortedExecutors().filterNot(_ == here)
@@ -47,22 +49,31 @@ private[sparkkafkashare] object ConsumerCloser extends Logging {
   }
 
   /** Runs `action` with the executor's name in one task on each of `executors`; waits at most `timeoutMs`. */
-  private def runOnExecutors(session: SparkSession, runId: String, executors: Seq[String], what: String,
-      timeoutMs: Long)(action: String => Unit): Unit = {
+  private def runOnExecutors(
+      session: SparkSession,
+      runId: String,
+      executors: Seq[String],
+      what: String,
+      timeoutMs: Long
+  )(action: String => Unit): Unit = {
     val sc = session.sparkContext
     // A thread of its own: stop() may run on an interrupted stream thread whose job group the query is cancelling.
-    val job = new Thread(() => {
-      try {
-        sc.clearJobTags()
-        sc.setJobGroup(s"kafka-share-close-$runId", s"kafka-share: $what", interruptOnCancel = false)
-        sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => action(ExecutorLocality.currentExecutor()))
-      } catch {
-        case NonFatal(e) => logWarning(s"Could not $what on executors; idle ones close by themselves", e)
-      }
-    }, s"kafka-share-close-$runId")
+    val job = new Thread(
+      () => {
+        try {
+          sc.clearJobTags()
+          sc.setJobGroup(s"kafka-share-close-$runId", s"kafka-share: $what", interruptOnCancel = false)
+          sc.makeRDD(executors.map(e => (e, Seq(e)))).foreach(_ => action(ExecutorLocality.currentExecutor()))
+        } catch {
+          case NonFatal(e) => logWarning(s"Could not $what on executors; idle ones close by themselves", e)
+        }
+      },
+      s"kafka-share-close-$runId"
+    )
     job.setDaemon(true)
     job.start()
     val interrupted = Thread.interrupted()
-    try job.join(timeoutMs) finally if (interrupted) Thread.currentThread().interrupt()
+    try job.join(timeoutMs)
+    finally if (interrupted) Thread.currentThread().interrupt()
   }
 }

@@ -10,6 +10,7 @@ import org.apache.kafka.common.TopicPartition
  * them of Kafka; a call that cannot reach the cluster throws `KAFKA_SHARE_BROKER_UNREACHABLE`.
  */
 private[sparkkafkashare] trait GroupAdmin {
+
   /** Calls the cluster has answered so far: whether a lookup reached it, even one that needed no call. */
   def callsAnswered: Long
 

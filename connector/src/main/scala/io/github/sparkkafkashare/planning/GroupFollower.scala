@@ -23,11 +23,12 @@ private[planning] final class GroupFollower(
     admin: GroupAdmin,
     options: KafkaShareSourceOptions,
     parallelism: Int,
-    runId: String)
-  extends Logging {
+    runId: String
+) extends Logging {
 
   /** The group's limits as this run last read them: the slots take lock renewal and the lock duration from each round. */
   private var limits: GroupLimits = _
+
   /** What [[consumerConfig]] was worked out for. */
   private var pollSizeBasis: PollSizeBasis = _
   private var config: Map[String, String] = _
@@ -56,8 +57,10 @@ private[planning] final class GroupFollower(
     val now = System.nanoTime()
     if (!outageOngoing && now - limitsChecked >= Backlog.PartitionsRefreshNanos) {
       limitsChecked = now
-      try followLimits(admin.groupLimits()) catch {
-        case NonFatal(e) => logDebug(s"Reading the configs of share group '${options.groupId}' failed; keeping the last", e)
+      try followLimits(admin.groupLimits())
+      catch {
+        case NonFatal(e) =>
+          logDebug(s"Reading the configs of share group '${options.groupId}' failed; keeping the last", e)
       }
     }
     val basis = PollSizeBasis(partitions.getOrElse(pollSizeBasis.partitions), limits.recordLocksPerPartition)
@@ -72,12 +75,15 @@ private[planning] final class GroupFollower(
 
   private def followLimits(current: GroupLimits): Unit = {
     if (current.renewAllowed != limits.renewAllowed) {
-      if (current.renewAllowed) logInfo(s"Share group '${options.groupId}' now allows lock renewal: the slots renew from the next round.")
+      if (current.renewAllowed)
+        logInfo(s"Share group '${options.groupId}' now allows lock renewal: the slots renew from the next round.")
       else warnRenewalRefused()
     }
     if (current.lockDurationMs != limits.lockDurationMs) {
-      logInfo(s"Share group '${options.groupId}': records are locked for ${current.lockDurationMs} ms, where they were " +
-        s"for ${limits.lockDurationMs} ms.")
+      logInfo(
+        s"Share group '${options.groupId}': records are locked for ${current.lockDurationMs} ms, where they were " +
+          s"for ${limits.lockDurationMs} ms."
+      )
     }
     limits = current
   }
@@ -86,11 +92,14 @@ private[planning] final class GroupFollower(
     val PollSizeBasis(partitions, recordLocks) = basis
     val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
     val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
-    logInfo(s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
-      s"($recordLocks records in flight per partition) each poll up to " +
-      s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "." else
-        ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
-        "'kafka.share.acquire.mode' to choose otherwise."))
+    logInfo(
+      s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
+        s"($recordLocks records in flight per partition) each poll up to " +
+        s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "."
+                                                                                    else
+                                                                                      ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
+                                                                                        "'kafka.share.acquire.mode' to choose otherwise.")
+    )
     settings
   }
 

@@ -6,8 +6,10 @@ import java.util.concurrent.TimeUnit
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.executor.{KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
+import io.github.sparkkafkashare
+  .acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+import io.github.sparkkafkashare
+  .executor.{KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, RedeliveryWarnings}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
@@ -42,22 +44,26 @@ import org.apache.spark.util.SerializableConfiguration
 private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val options: KafkaShareSourceOptions,
     checkpointLocation: String,
-    session: SparkSession)
-  extends MicroBatchStream with SupportsTriggerAvailableNow with ReportsSourceMetrics with Logging {
+    session: SparkSession
+) extends MicroBatchStream with SupportsTriggerAvailableNow with ReportsSourceMetrics with Logging {
 
   import KafkaShareMicroBatchStream._
 
   /** Names this run's consumers on the executors; a restarted query gets new ones. */
   private val runId = UUID.randomUUID().toString
   private val parallelism = options.parallelism.getOrElse(session.sparkContext.defaultParallelism)
+
   /** The query this stream runs in: Spark creates a query's streams on its stream thread. */
   private val query = RunningStreamingQuery.of(session)
   options.exactlyOnceStrategy.refuseConflicting(
-    ConflictingSparkSetting.asyncProgressTracking(query.exists(_.tracksProgressAsynchronously)))
+    ConflictingSparkSetting.asyncProgressTracking(query.exists(_.tracksProgressAsynchronously))
+  )
   private val admin = new ShareGroupAdmin(options.connection)
-  private val group = try new GroupFollower(admin, options, parallelism, runId) catch {
-    case NonFatal(e) => admin.close(); throw e
-  }
+  private val group =
+    try new GroupFollower(admin, options, parallelism, runId)
+    catch {
+      case NonFatal(e) => admin.close(); throw e
+    }
 
   runs.put(runId, this)
   private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
@@ -65,19 +71,32 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
   QueryRunRegistry.publish(runId, RunState(committedThrough = -1L, homes = Map.empty))
 
-  private val backlog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId),
-    () => TimeUnit.MILLISECONDS.toNanos(group.groupLimits.lockDurationMs))
+  private val backlog = new Backlog(
+    admin,
+    ShareConsumerSettings.clientIdPrefix(options.groupId, runId),
+    () => TimeUnit.MILLISECONDS.toNanos(group.groupLimits.lockDurationMs)
+  )
   private val outage = new OutageTolerance(admin, options.fetchOffsetNumRetries, options.groupId)
   private val subscribed = new SubscribedTopics(admin, options.subscription)
-  private val policy = new RoundPolicy(counters, backlog, outage, subscribed, slotLocations,
+  private val policy = new RoundPolicy(
+    counters,
+    backlog,
+    outage,
+    subscribed,
+    slotLocations,
     () => QueryRunRegistry.countedOutsideTasks(runId),
     () => ExecutorLocality.sortedExecutors().toSet + ExecutorLocality.currentExecutor(),
-    triggersBackToBack = query.exists(_.runsBackToBack))
+    triggersBackToBack = query.exists(_.runsBackToBack)
+  )
   private val redeliveryWarnings = new RedeliveryWarnings(options.groupId, KafkaShareSourceOptions.LockTimeoutMs)
+
   /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
-  private val recordsLog = if (!options.exactlyOnceStrategy.logsRecords) None else {
-    Some(new RoundRecordsLog(new Path(checkpointLocation, "kafka-share-rounds").toString,
-      new SerializableConfiguration(session.sessionState.newHadoopConf())))
+  private val recordsLog = if (!options.exactlyOnceStrategy.logsRecords) None
+  else {
+    Some(new RoundRecordsLog(
+      new Path(checkpointLocation, "kafka-share-rounds").toString,
+      new SerializableConfiguration(session.sessionState.newHadoopConf())
+    ))
   }
   private var dedupState: Option[Long] = None
   private var dedupPruned: Option[Long] = None
@@ -88,6 +107,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val offeredRounds = scala.collection.mutable.Map.empty[Long, Boolean]
   private var lastPlanned: Option[PlannedRound] = None
   private var committedRound = -1L
+
   /**
    * Explicit mode: what user code marked, by round. Written by [[recordMarks]] from the thread that
    * runs foreachBatch (a Py4J thread for Python), read when the next round is planned.
@@ -149,7 +169,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     // A round lasts as long as its slowest task. While records flow, a slot that finds none has been
     // outpaced by the others (a fetch acquires whole record batches, and the group's lock limit per
     // partition is taken), so waiting rarely brings it records: it should not hold the round long.
-    val pollTimeoutMs = if (policy.flowing) math.min(options.pollTimeoutMs, FlowingPollTimeoutMs) else options.pollTimeoutMs
+    val pollTimeoutMs =
+      if (policy.flowing) math.min(options.pollTimeoutMs, FlowingPollTimeoutMs) else options.pollTimeoutMs
     val executors = ExecutorLocality.sortedExecutors()
     val known = slotLocations.homes
     val lastRead = slotLocations.value
@@ -160,15 +181,31 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       // The marks of the round the slot holds, which is older than the last committed one if the slot's
       // task did not run since (foreachBatch left part of a batch unread).
       val heldRound = lastRead.get(slot).map(_.round).filter(_ <= committedThrough).getOrElse(committedThrough)
-      val partition = KafkaShareInputPartition(runId, slot, round, committedThrough, marks(heldRound),
-        known, poll, subscribed.topics, group.consumerConfig, options.includeHeaders, pollTimeoutMs,
-        group.groupLimits, location)
-      partition.currentLocation = () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
+      val partition = KafkaShareInputPartition(
+        runId,
+        slot,
+        round,
+        committedThrough,
+        marks(heldRound),
+        known,
+        poll,
+        subscribed.topics,
+        group.consumerConfig,
+        options.includeHeaders,
+        pollTimeoutMs,
+        group.groupLimits,
+        location
+      )
+      partition.currentLocation =
+        () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
     // Only a round that waits the full poll timeout may show that a partition is empty.
     val roundStart = if (poll && !policy.flowing) {
-      outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[TopicPartition, PartitionAtRoundStart])
+      outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[
+        TopicPartition,
+        PartitionAtRoundStart
+      ])
     } else Map.empty[TopicPartition, PartitionAtRoundStart]
     PlannedRound(round, counters.acquired.value, counters.joined.value, roundStart, partitions)
   }
@@ -183,7 +220,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     logInfo(s"Two-phase commit: round $round is re-run with the ${logged.values.map(_.size).sum} records it logged.")
     val slots = if (logged.isEmpty) Map(0 -> Seq.empty[LoggedRecord]) else logged
     slots.toSeq.sortBy(_._1).map { case (slot, records) =>
-      KafkaShareReplayPartition(runId, round, slot, records, group.consumerConfig, options.includeHeaders): InputPartition
+      KafkaShareReplayPartition(
+        runId,
+        round,
+        slot,
+        records,
+        group.consumerConfig,
+        options.includeHeaders
+      ): InputPartition
     }.toArray
   }
 
@@ -209,8 +253,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       try {
         val startOffsets = admin.partitionStates().map { case (tp, s) => tp -> s.startOffset() }
         dedupState = Some(log.prune(committedRound, startOffsets, admin.topicsGone))
-      }
-      catch { case NonFatal(e) => logWarning(s"Could not prune the records log in ${log.dir}", e) }
+      } catch { case NonFatal(e) => logWarning(s"Could not prune the records log in ${log.dir}", e) }
     }
   }
 
@@ -221,7 +264,11 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * them through when the group delivers them again, as the user asked.
    */
   def recordMarks(round: Long, marks: Map[RecordCoordinates, AcknowledgeType]): Unit = {
-    val merged = marksByRound.merge(round, AcknowledgementMarks(round, marks), (a, b) => AcknowledgementMarks(round, a.marks ++ b.marks))
+    val merged = marksByRound.merge(
+      round,
+      AcknowledgementMarks(round, marks),
+      (a, b) => AcknowledgementMarks(round, a.marks ++ b.marks)
+    )
     recordsLog.foreach(_.writeReleased(round, merged.marks.collect { case (r, AcknowledgeType.RELEASE) => r }.toSeq))
   }
 
@@ -262,6 +309,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 }
 
 private[sparkkafkashare] object KafkaShareMicroBatchStream {
+
   /** The poll timeout of a round that follows a round that acquired records (see planSlots). */
   val FlowingPollTimeoutMs = 50L
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)

@@ -16,7 +16,9 @@ import org.apache.spark.internal.Logging
  *
  * @param liveExecutors the task locations of the live executors, the driver's among them (in local mode the only one)
  */
-private[planning] final class LostConsumers(slotLocations: SlotLocations, liveExecutors: () => Set[String]) extends Logging {
+private[planning] final class LostConsumers(slotLocations: SlotLocations, liveExecutors: () => Set[String])
+  extends Logging {
+
   /** Reads whose consumer held records and has not been seen to settle them, by slot and round. */
   private var unsettled = Map.empty[(Int, Long), SlotReads]
   private var counted = Set.empty[(Int, Long)]
@@ -27,7 +29,9 @@ private[planning] final class LostConsumers(slotLocations: SlotLocations, liveEx
     val reads = slotLocations.value
     unsettled = unsettled.filterNot { case ((slot, round), read) =>
       reads.get(slot).exists(latest => latest.round > round && latest.executors.subsetOf(read.executors))
-    } ++ reads.collect { case (slot, read) if read.held > 0 && !counted.contains(slot -> read.round) => (slot, read.round) -> read }
+    } ++ reads.collect {
+      case (slot, read) if read.held > 0 && !counted.contains(slot -> read.round) => (slot, read.round) -> read
+    }
     if (unsettled.nonEmpty) {
       val live = liveExecutors()
       unsettled.foreach { case (key @ (slot, round), read) =>
@@ -35,8 +39,10 @@ private[planning] final class LostConsumers(slotLocations: SlotLocations, liveEx
           unsettled -= key
           counted += key
           givenBack += read.held
-          logInfo(s"Slot $slot's consumer held ${read.held} records of round $round on ${read.executors.mkString(", ")}, " +
-            "which is gone: Kafka delivers them again once their locks expire.")
+          logInfo(
+            s"Slot $slot's consumer held ${read.held} records of round $round on ${read.executors.mkString(", ")}, " +
+              "which is gone: Kafka delivers them again once their locks expire."
+          )
         }
       }
     }

@@ -12,6 +12,7 @@ import org.apache.spark.internal.Logging
  * `maxFailures` lookups in a row could not reach the cluster (option `fetchOffset.numRetries`).
  */
 private[planning] final class OutageTolerance(admin: GroupAdmin, maxFailures: Int, groupId: String) extends Logging {
+
   /** Lookups in a row that could not reach the cluster. Only the stream execution thread uses this. */
   private var failures = 0
 
@@ -33,7 +34,8 @@ private[planning] final class OutageTolerance(admin: GroupAdmin, maxFailures: In
       }
       Some(answer)
     } catch {
-      case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable && failures < maxFailures =>
+      case e: KafkaShareRuntimeException
+          if e.condition == KafkaShareErrors.BrokerUnreachable && failures < maxFailures =>
         failures += 1
         logWarning(s"Share group '$groupId': $what failed because the Kafka cluster is unreachable " +
           s"($failures of ${maxFailures} failed lookups in a row that the query waits through; option " +

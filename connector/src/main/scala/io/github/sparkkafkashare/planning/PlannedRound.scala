@@ -14,7 +14,8 @@ private[planning] final case class PlannedRound(
     acquiredBefore: Long,
     joinedBefore: Long,
     roundStart: Map[TopicPartition, PartitionAtRoundStart],
-    partitions: Array[InputPartition]) {
+    partitions: Array[InputPartition]
+) {
 
   /** The records this round's tasks have acquired so far. */
   def acquired(counters: KafkaShareSourceMetrics): Long = counters.acquired.value - acquiredBefore

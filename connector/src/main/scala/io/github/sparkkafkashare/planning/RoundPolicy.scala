@@ -28,26 +28,33 @@ private[planning] final class RoundPolicy(
     slotLocations: SlotLocations,
     countedOutsideTasks: () => Map[String, Long],
     liveExecutors: () => Set[String],
-    triggersBackToBack: Boolean)
-  extends Logging {
+    triggersBackToBack: Boolean
+) extends Logging {
 
   import RoundPolicy._
 
   private var lastBacklog: Option[Long] = None
   private var backlogChecked: Option[Long] = None
+
   /** [[KafkaShareSourceMetrics.acknowledged]] when the backlog was last asked for. */
   private var acknowledgedAtBacklogCheck = 0L
+
   /** The last round [[markLastRoundQuiet]] told the backlog of. */
   private var quietRound = -1L
+
   /** The last round acquired records: a consumer that finds none now is outpaced, not idle. */
   private var recordsFlowing = false
+
   /** The last call offered no round. */
   private var offeredNothing = false
+
   /** This run has offered a round that polls: its consumers have joined the group. */
   private var offeredAPoll = false
+
   /** Per slot, its home when [[slotMovedRecently]] last looked, and when a slot last moved. */
   private var seenHomes = Map.empty[Int, String]
   private var slotMovedAt: Option[Long] = None
+
   /** Set by Trigger.AvailableNow: the records to drain, counted from what the run had taken at its start. */
   private var availableNow: Option[AvailableNowTarget] = None
   private val lostConsumers = new LostConsumers(slotLocations, liveExecutors)
@@ -90,7 +97,9 @@ private[planning] final class RoundPolicy(
   def startAvailableNow(): Unit = {
     topics.refresh()
     val target = backlog.refresh(topics.topics)
-    logInfo(s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of ${topics.topics}")
+    logInfo(
+      s"Trigger.AvailableNow drains ${target.fold("the records available")(n => s"$n records")} of ${topics.topics}"
+    )
     availableNow = Some(AvailableNowTarget(takenSoFar(), target))
   }
 
@@ -110,10 +119,14 @@ private[planning] final class RoundPolicy(
   def reportedBacklog(lastPlanned: Option[PlannedRound]): Option[Long] = {
     markLastRoundQuiet(lastPlanned)
     val lastRoundAcquired = lastPlanned.map(_.acquired(counters)).getOrElse(0L)
-    if (SubscribedTopics.due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)) {
-      lastBacklog = try lookUpBacklog() catch {
-        case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
-      }
+    if (
+      SubscribedTopics.due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)
+    ) {
+      lastBacklog =
+        try lookUpBacklog()
+        catch {
+          case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.BrokerUnreachable => None
+        }
     }
     lastBacklog
   }
@@ -126,7 +139,8 @@ private[planning] final class RoundPolicy(
    */
   private def slotMovedRecently(): Boolean = {
     val homes = slotLocations.homes
-    if (homes.exists { case (slot, home) => seenHomes.get(slot).exists(_ != home) }) slotMovedAt = Some(System.nanoTime())
+    if (homes.exists { case (slot, home) => seenHomes.get(slot).exists(_ != home) })
+      slotMovedAt = Some(System.nanoTime())
     seenHomes = homes
     slotMovedAt.exists(System.nanoTime() - _ < LeftBehindReleaseNanos)
   }
@@ -163,8 +177,10 @@ private[planning] final class RoundPolicy(
    * consumer did not poll, and the records of its partitions wait.
    */
   private def markLastRoundQuiet(lastPlanned: Option[PlannedRound]): Unit =
-    lastPlanned.filter(p => p.round != quietRound && p.acquired(counters) == 0 && p.joined(counters) == 0 &&
-      everySlotRead(p)).foreach { p =>
+    lastPlanned.filter(p =>
+      p.round != quietRound && p.acquired(counters) == 0 && p.joined(counters) == 0 &&
+        everySlotRead(p)
+    ).foreach { p =>
       backlog.roundFoundNothing(p.roundStart)
       quietRound = p.round
     }
@@ -183,6 +199,7 @@ private[planning] final class RoundPolicy(
 }
 
 private[planning] object RoundPolicy {
+
   /** How long after a slot moved its consumer left behind may take to release what it holds: two janitor rounds, and a margin. */
   val LeftBehindReleaseNanos: Long = ShareConsumerPool.TidyInterval.multipliedBy(2).plusSeconds(2).toNanos
 }
@@ -192,6 +209,7 @@ private[planning] object RoundPolicy {
  * for a group that has not read yet; then the query drains until a round finds nothing).
  */
 private[planning] final case class AvailableNowTarget(takenAtStart: Long, records: Option[Long]) {
+
   /**
    * Counts what the run took ([[KafkaShareSourceMetrics.taken]]): a record released, or whose lock
    * expired before its ACCEPT, went back to the group, and is drained again.

@@ -7,8 +7,10 @@ import org.apache.kafka.clients.consumer.ConsumerConfig
 private[sparkkafkashare] object ShareConsumerSettings {
   val AcknowledgementModeConfig = "share.acknowledgement.mode"
   val AcquireModeConfig = "share.acquire.mode"
+
   /** Makes `max.poll.records` a hard limit (the default acquire mode may return whole record batches beyond it). */
   val StrictAcquireMode = "record_limit"
+
   /**
    * The smallest poll size a consumer gets unless told otherwise (Kafka's default is 500). A micro-batch
    * holds one poll per consumer (records stay held until the batch commits), so 500 made batches so
@@ -20,8 +22,13 @@ private[sparkkafkashare] object ShareConsumerSettings {
    * @param partitions              partitions of the subscribed topics, as the driver last counted them
    * @param recordLocksPerPartition the group's lock limit per partition
    */
-  def apply(options: KafkaShareSourceOptions, parallelism: Int, runId: String, partitions: Int,
-      recordLocksPerPartition: Int): Map[String, String] = {
+  def apply(
+      options: KafkaShareSourceOptions,
+      parallelism: Int,
+      runId: String,
+      partitions: Int,
+      recordLocksPerPartition: Int
+  ): Map[String, String] = {
     // maxRecordsPerTrigger becomes a strict per-consumer cap; a smaller kafka.max.poll.records (a bound
     // on a poll's memory, say) still holds.
     val userPollRecords = options.connection.kafkaParams.get(ConsumerConfig.MAX_POLL_RECORDS_CONFIG).map(_.trim.toLong)
@@ -35,12 +42,13 @@ private[sparkkafkashare] object ShareConsumerSettings {
     val pollRecords = unsharedPollRecords(parallelism, partitions, recordLocksPerPartition)
     Map(ConsumerConfig.MAX_POLL_RECORDS_CONFIG -> pollRecords.toString) ++
       options.connection.clientSettings() ++ strictCap ++ Map(
-      ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.connection.bootstrapServers,
-      ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
-      // Always explicit, whatever the user-facing mode: in implicit mode the next poll would
-      // ACCEPT records before Spark has committed the batch holding them.
-      AcknowledgementModeConfig -> "explicit",
-      ConsumerConfig.CLIENT_ID_CONFIG -> clientIdPrefix(options.groupId, runId))
+        ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG -> options.connection.bootstrapServers,
+        ConsumerConfig.GROUP_ID_CONFIG -> options.groupId,
+        // Always explicit, whatever the user-facing mode: in implicit mode the next poll would
+        // ACCEPT records before Spark has committed the batch holding them.
+        AcknowledgementModeConfig -> "explicit",
+        ConsumerConfig.CLIENT_ID_CONFIG -> clientIdPrefix(options.groupId, runId)
+      )
   }
 
   /**
@@ -66,8 +74,12 @@ private[sparkkafkashare] object ShareConsumerSettings {
    * @param partitions              partitions of the subscribed topics
    * @param recordLocksPerPartition the group's lock limit per partition
    */
-  def sharedPartitionCap(options: KafkaShareSourceOptions, parallelism: Int, partitions: Int,
-      recordLocksPerPartition: Int): Option[Long] = {
+  def sharedPartitionCap(
+      options: KafkaShareSourceOptions,
+      parallelism: Int,
+      partitions: Int,
+      recordLocksPerPartition: Int
+  ): Option[Long] = {
     val userSetPollSize = options.maxRecordsPerTrigger.isDefined ||
       Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, AcquireModeConfig).exists(options.connection.kafkaParams.contains)
     if (userSetPollSize || partitions == 0 || parallelism <= partitions) None

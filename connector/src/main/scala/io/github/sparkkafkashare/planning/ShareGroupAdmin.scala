@@ -21,13 +21,16 @@ import org.apache.spark.internal.Logging
  * Every call is bounded by `kafka.default.api.timeout.ms`, so an unreachable cluster fails the
  * call with a clear error instead of hanging it ([[OutageTolerance]] decides whether the query fails).
  */
-private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends GroupAdmin with AutoCloseable with Logging {
+private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends GroupAdmin with AutoCloseable
+  with Logging {
   import ShareGroupAdmin._
 
-  private val admin: Admin = try Admin.create(adminConfig(connection)) catch {
-    // Kafka says only "Failed to create new KafkaAdminClient"; the cause (a login module, say) is what helps.
-    case e: KafkaException => throw KafkaShareErrors.clientNotCreated("Admin client", connection.groupId, e)
-  }
+  private val admin: Admin =
+    try Admin.create(adminConfig(connection))
+    catch {
+      // Kafka says only "Failed to create new KafkaAdminClient"; the cause (a login module, say) is what helps.
+      case e: KafkaException => throw KafkaShareErrors.clientNotCreated("Admin client", connection.groupId, e)
+    }
   private val group = connection.groupId
   private val answered = new AtomicLong()
 
@@ -44,7 +47,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    */
   override def checkShareGroupsEnabled(): Unit = {
     val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
-    def finalized(feature: String) = Option(features.finalizedFeatures().get(feature)).map(_.maxVersionLevel().toInt).getOrElse(0)
+    def finalized(feature: String) =
+      Option(features.finalizedFeatures().get(feature)).map(_.maxVersionLevel().toInt).getOrElse(0)
     val level = finalized("share.version")
     if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(connection.bootstrapServers, level.toString)
     Some(finalized("metadata.version")).filter(_ < ShareGroupAdmin.MetadataVersionOf42).foreach { v =>
@@ -65,14 +69,20 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     val states = partitionStates()
     val configs = groupConfigs()
     val lock = options.lockTimeoutMs.map(ms =>
-      (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString)))
+      (KafkaShareSourceOptions.LockTimeoutMs, new ConfigEntry(LockDurationConfig, ms.toString))
+    )
     val recordLocks = options.partitionMaxRecordLocks.map(n =>
-      (KafkaShareSourceOptions.PartitionMaxRecordLocks, new ConfigEntry(RecordLocksConfig, n.toString)))
+      (KafkaShareSourceOptions.PartitionMaxRecordLocks, new ConfigEntry(RecordLocksConfig, n.toString))
+    )
     val assignmentInterval = options.assignmentIntervalMs.map(ms =>
-      (KafkaShareSourceOptions.AssignmentIntervalMs, new ConfigEntry(AssignmentIntervalConfig, ms.toString)))
+      (KafkaShareSourceOptions.AssignmentIntervalMs, new ConfigEntry(AssignmentIntervalConfig, ms.toString))
+    )
     val reset = options.startingOffsets.flatMap { starting =>
       if (states.isEmpty) {
-        Some((KafkaShareSourceOptions.StartingOffsetsOption, new ConfigEntry(AutoOffsetResetConfig, starting.groupConfigValue)))
+        Some((
+          KafkaShareSourceOptions.StartingOffsetsOption,
+          new ConfigEntry(AutoOffsetResetConfig, starting.groupConfigValue)
+        ))
       } else {
         logWarning(s"Share group '$group' has already started reading, so it keeps its position; " +
           s"option '${KafkaShareSourceOptions.StartingOffsetsOption}' applies only to a new group.")
@@ -83,10 +93,13 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     (lock ++ recordLocks ++ assignmentInterval ++ reset).foreach { case (option, entry) =>
       val op = new AlterConfigOp(entry, AlterConfigOp.OpType.SET)
       try {
-        await(s"setting ${entry.name()} of share group '$group'",
-          admin.incrementalAlterConfigs(Map(resource -> (Seq(op).asJavaCollection)).asJava).all())
+        await(
+          s"setting ${entry.name()} of share group '$group'",
+          admin.incrementalAlterConfigs(Map(resource -> (Seq(op).asJavaCollection)).asJava).all()
+        )
       } catch {
-        case e: ExecutionException => throw KafkaShareErrors.groupConfigFailed(group, s"${entry.name()}=${entry.value()}", option, e)
+        case e: ExecutionException =>
+          throw KafkaShareErrors.groupConfigFailed(group, s"${entry.name()}=${entry.value()}", option, e)
       }
       logInfo(s"Set ${entry.name()}=${entry.value()} on share group '$group' (option '$option')")
     }
@@ -96,7 +109,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     current.copy(
       recordLocksPerPartition = options.partitionMaxRecordLocks.getOrElse(current.recordLocksPerPartition),
       lockDurationMs = options.lockTimeoutMs.getOrElse(current.lockDurationMs),
-      assignmentIntervalMs = options.assignmentIntervalMs.fold(current.assignmentIntervalMs)(_.toLong))
+      assignmentIntervalMs = options.assignmentIntervalMs.fold(current.assignmentIntervalMs)(_.toLong)
+    )
   }
 
   /** The group's limits as its configs say now (changed with `kafka-configs`, say). */
@@ -105,9 +119,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   /** Kafka describes a group's every config, with the broker's defaults for those the group does not set. */
   private def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
     renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-    recordLocksPerPartition = configs.get(RecordLocksConfig).flatMap(Parsing.int).getOrElse(DefaultRecordLocksPerPartition),
+    recordLocksPerPartition =
+      configs.get(RecordLocksConfig).flatMap(Parsing.int).getOrElse(DefaultRecordLocksPerPartition),
     lockDurationMs = configs.get(LockDurationConfig).flatMap(Parsing.long).getOrElse(DefaultLockDurationMs),
-    assignmentIntervalMs = configs.get(AssignmentIntervalConfig).flatMap(Parsing.long).getOrElse(DefaultAssignmentIntervalMs))
+    assignmentIntervalMs =
+      configs.get(AssignmentIntervalConfig).flatMap(Parsing.long).getOrElse(DefaultAssignmentIntervalMs)
+  )
 
   /**
    * Gives each share-partition the group has no state for its start offset now, where
@@ -131,9 +148,13 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     try {
       val starts = offsets(partitions.toSet, spec)
       if (starts.isEmpty) return // their topics are gone
-      await(s"starting share group '$group' at $reset",
-        admin.alterShareGroupOffsets(group, starts.map { case (tp, o) => tp -> java.lang.Long.valueOf(o) }.asJava).all())
-      logInfo(s"Share group '$group' starts ${starts.size} partitions at $reset: ${starts.toSeq.sortBy(_._1.toString).mkString(", ")}")
+      await(
+        s"starting share group '$group' at $reset",
+        admin.alterShareGroupOffsets(group, starts.map { case (tp, o) => tp -> java.lang.Long.valueOf(o) }.asJava).all()
+      )
+      logInfo(
+        s"Share group '$group' starts ${starts.size} partitions at $reset: ${starts.toSeq.sortBy(_._1.toString).mkString(", ")}"
+      )
     } catch {
       case e: ExecutionException => leftToKafka(e.getCause.getMessage)
       // The first such call in a cluster creates Kafka's share-group state topic, which can take
@@ -146,11 +167,14 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   private val LeftToKafka = Set(KafkaShareErrors.BrokerUnreachable, KafkaShareErrors.NotAuthorized)
 
   private def leftToKafka(reason: String): Unit =
-    logInfo(s"Kafka initializes share group '$group' when its consumers join (the start offsets were not set now: $reason)")
+    logInfo(
+      s"Kafka initializes share group '$group' when its consumers join (the start offsets were not set now: $reason)"
+    )
 
   private def groupConfigs(): Map[String, String] = {
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
-    val configs = await(s"reading the configs of share group '$group'", admin.describeConfigs(Seq(resource).asJava).all())
+    val configs =
+      await(s"reading the configs of share group '$group'", admin.describeConfigs(Seq(resource).asJava).all())
     Option(configs.get(resource)).toSeq.flatMap(_.entries().asScala).collect {
       case e if e.value() != null => e.name() -> e.value()
     }.toMap
@@ -202,10 +226,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    */
   def topicsGone(logged: Set[(String, String)]): Set[(String, String)] = {
     if (logged.isEmpty) return Set.empty
-    val byId = admin.describeTopics(TopicCollection.ofTopicIds(logged.map(t => Uuid.fromString(t._2)).asJava)).topicIdValues()
+    val byId =
+      admin.describeTopics(TopicCollection.ofTopicIds(logged.map(t => Uuid.fromString(t._2)).asJava)).topicIdValues()
     // Not await: Kafka takes an unknown id for metadata not yet propagated (retriable), not for an outage.
     val unknown = logged.filter { case (_, id) =>
-      try { byId.get(Uuid.fromString(id)).get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS); false } catch {
+      try { byId.get(Uuid.fromString(id)).get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS); false }
+      catch {
         case e: ExecutionException if e.getCause.isInstanceOf[UnknownTopicIdException] => true
       }
     }
@@ -214,7 +240,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   }
 
   /** The log end offset of each partition. */
-  override def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] = offsets(partitions, OffsetSpec.latest())
+  override def endOffsets(partitions: Set[TopicPartition]): Map[TopicPartition, Long] =
+    offsets(partitions, OffsetSpec.latest())
 
   /** The offset `spec` gives for each partition that exists. */
   private def offsets(partitions: Set[TopicPartition], spec: OffsetSpec): Map[TopicPartition, Long] = {
@@ -240,8 +267,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   def describe(): Option[ShareGroupState] = {
     describeGroup().map { d =>
       val members = d.members().asScala.toSeq.map { m =>
-        ShareGroupMember(m.consumerId(), m.clientId(), m.host(),
-          m.assignment().topicPartitions().asScala.toSeq.map(tp => (tp.topic(), tp.partition())).sorted)
+        ShareGroupMember(
+          m.consumerId(),
+          m.clientId(),
+          m.host(),
+          m.assignment().topicPartitions().asScala.toSeq.map(tp => (tp.topic(), tp.partition())).sorted
+        )
       }
       val partitions = partitionStates().toSeq.map { case (tp, info) =>
         SharePartitionState(tp.topic(), tp.partition(), info.startOffset(), lagOf(info))
@@ -253,7 +284,10 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   /** The group as Kafka describes it; None if it does not exist. */
   private def describeGroup(): Option[ShareGroupDescription] =
     try {
-      Some(await(s"describing share group '$group'", admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group)))
+      Some(await(
+        s"describing share group '$group'",
+        admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group)
+      ))
     } catch {
       case e: ExecutionException if e.getCause.isInstanceOf[GroupIdNotFoundException] => None
     }
@@ -267,7 +301,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
   /** [[await]], with None for a topic or partition that does not exist (a topic deleted, or not created yet). */
   private def awaitIfExists[T](action: String, future: KafkaFuture[T]): Option[T] =
-    try Some(await(action, future)) catch { case _: UnknownTopicOrPartitionException => None }
+    try Some(await(action, future))
+    catch { case _: UnknownTopicOrPartitionException => None }
 
   private def await[T](action: String, future: KafkaFuture[T]): T =
     try {
@@ -281,23 +316,29 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
         throw e.getCause
       // Kafka's TimeoutException is retriable too: errors the Admin client retried until its deadline.
       case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
-      case e: ExecutionException => throw KafkaShareErrors.refusal(connection.bootstrapServers, action, e.getCause).getOrElse(e)
+      case e: ExecutionException =>
+        throw KafkaShareErrors.refusal(connection.bootstrapServers, action, e.getCause).getOrElse(e)
     }
 }
 private[sparkkafkashare] object ShareGroupAdmin {
   val LockDurationConfig = "share.record.lock.duration.ms"
   val RenewAllowedConfig = "share.renew.acknowledge.enable"
+
   /** The metadata.version feature level of Kafka 4.2-IV0, the first release the source supports. */
   val MetadataVersionOf42 = 28
   val RecordLocksConfig = "share.partition.max.record.locks"
   val AssignmentIntervalConfig = "share.assignment.interval.ms"
+
   /** Kafka's default for `group.share.partition.max.record.locks`, if a group's configs lack it. */
   val DefaultRecordLocksPerPartition = 2000
+
   /** Kafka's default for `group.share.record.lock.duration.ms`, if a group's configs lack it. */
   val DefaultLockDurationMs = 30000L
+
   /** Kafka's default for `group.share.assignment.interval.ms`, if a group's configs lack it. */
   val DefaultAssignmentIntervalMs = 1000L
   val AutoOffsetResetConfig = "share.auto.offset.reset"
+
   /** Kafka's default for `share.auto.offset.reset`. */
   val DefaultAutoOffsetReset = "latest"
 
@@ -308,7 +349,8 @@ private[sparkkafkashare] object ShareGroupAdmin {
       AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
       AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> connection.apiTimeoutMs.toString,
       AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(connection.apiTimeoutMs, 30000L).toString,
-      AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${connection.groupId}")
+      AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${connection.groupId}"
+    )
     config.asJava.asInstanceOf[java.util.Map[String, Object]]
   }
 

@@ -5,11 +5,22 @@ private[sparkkafkashare] final case class ShareGroupState(
     groupId: String,
     state: String,
     members: Seq[ShareGroupMember],
-    partitions: Seq[SharePartitionState])
+    partitions: Seq[SharePartitionState]
+)
 private[sparkkafkashare] final case class ShareGroupMember(
-    memberId: String, clientId: String, host: String, assignment: Seq[(String, Int)])
+    memberId: String,
+    clientId: String,
+    host: String,
+    assignment: Seq[(String, Int)]
+)
+
 /**
  * @param startOffset Kafka's share-partition start offset: everything below it is finished
  * @param lag         records not yet finished (available, or acquired and unacknowledged); None if not computed
  */
-private[sparkkafkashare] final case class SharePartitionState(topic: String, partition: Int, startOffset: Long, lag: Option[Long])
+private[sparkkafkashare] final case class SharePartitionState(
+    topic: String,
+    partition: Int,
+    startOffset: Long,
+    lag: Option[Long]
+)

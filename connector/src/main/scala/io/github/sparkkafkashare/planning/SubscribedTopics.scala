@@ -18,6 +18,7 @@ private[planning] final class SubscribedTopics(admin: GroupAdmin, subscription: 
 }
 
 private[planning] object SubscribedTopics {
+
   /** How often topics matching a pattern, and the backlog, are asked of Kafka. */
   val RefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
 

@@ -24,7 +24,11 @@ import org.scalatest.funsuite.AnyFunSuite
  */
 @UsesLocalServices
 class LogFilesObjectStoreSuite extends AnyFunSuite with BeforeAndAfterAll {
-  private val port = { val s = new ServerSocket(0); try s.getLocalPort finally s.close() }
+  private val port = {
+    val s = new ServerSocket(0);
+    try s.getLocalPort
+    finally s.close()
+  }
   private val bucket = "kafka-share-tests"
   private var moto: Process = _
 
@@ -40,9 +44,11 @@ class LogFilesObjectStoreSuite extends AnyFunSuite with BeforeAndAfterAll {
     val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60)
     var created = false
     while (!created) {
-      created = try http.send(createBucket, HttpResponse.BodyHandlers.discarding()).statusCode() == 200 catch {
-        case _: java.io.IOException if System.nanoTime() < deadline => Thread.sleep(200); false
-      }
+      created =
+        try http.send(createBucket, HttpResponse.BodyHandlers.discarding()).statusCode() == 200
+        catch {
+          case _: java.io.IOException if System.nanoTime() < deadline => Thread.sleep(200); false
+        }
     }
   }
 
@@ -50,11 +56,17 @@ class LogFilesObjectStoreSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   private def newLog(): RoundRecordsLog = {
     val conf = new Configuration()
-    Map("fs.s3a.endpoint" -> s"http://127.0.0.1:$port", "fs.s3a.endpoint.region" -> "us-east-1",
-      "fs.s3a.path.style.access" -> "true", "fs.s3a.connection.ssl.enabled" -> "false",
-      "fs.s3a.access.key" -> "test", "fs.s3a.secret.key" -> "test",
+    Map(
+      "fs.s3a.endpoint" -> s"http://127.0.0.1:$port",
+      "fs.s3a.endpoint.region" -> "us-east-1",
+      "fs.s3a.path.style.access" -> "true",
+      "fs.s3a.connection.ssl.enabled" -> "false",
+      "fs.s3a.access.key" -> "test",
+      "fs.s3a.secret.key" -> "test",
       "fs.s3a.aws.credentials.provider" -> "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-      "fs.s3a.attempts.maximum" -> "1", "fs.s3a.retry.limit" -> "1").foreach { case (k, v) => conf.set(k, v) }
+      "fs.s3a.attempts.maximum" -> "1",
+      "fs.s3a.retry.limit" -> "1"
+    ).foreach { case (k, v) => conf.set(k, v) }
     new RoundRecordsLog(s"s3a://$bucket/${UUID.randomUUID()}/kafka-share-rounds", new SerializableConfiguration(conf))
   }
 
@@ -75,7 +87,9 @@ class LogFilesObjectStoreSuite extends AnyFunSuite with BeforeAndAfterAll {
       // Held together just before the file is written: each then opens, writes and closes its stream.
       val together = new CyclicBarrier(2)
       val results = Seq(Seq(record(1)), Seq(record(2))).map { records =>
-        Future(records -> log.writeFirst(3, 0, records, () => together.await(30, TimeUnit.SECONDS)))(ExecutionContext.global)
+        Future(records -> log.writeFirst(3, 0, records, () => together.await(30, TimeUnit.SECONDS)))(
+          ExecutionContext.global
+        )
       }.map(Await.result(_, 60.seconds))
       val winners = results.collect { case (records, None) => records }
       assert(winners.size == 1, s"attempt $attempt: ${winners.size} writers won")

@@ -48,7 +48,9 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
     .config(s"spark.hadoop.fs.${FailingOnceFileSystem.Scheme}.impl", classOf[FailingOnceFileSystem].getName)
     .getOrCreate()
 
-  override def afterAll(): Unit = try admin.close() finally spark.stop()
+  override def afterAll(): Unit =
+    try admin.close()
+    finally spark.stop()
 
   private val recordCount = 200
 
@@ -69,7 +71,8 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
       .option("checkpointLocation", s"${FailingOnceFileSystem.Scheme}://$checkpoint")
       .trigger(Trigger.AvailableNow())
       .start()
-    try query.awaitTermination(120000) finally query.stop()
+    try query.awaitTermination(120000)
+    finally query.stop()
     assert(query.exception.isEmpty, query.exception)
     spark.table(sinkName).collect().map(_.getString(0)).toSeq
   }
@@ -108,10 +111,15 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
       def summary(records: Seq[LoggedRecord]) =
         s"${records.size} records, offsets ${records.map(_.coordinates.offset).mkString(",").take(60)}..., " +
           s"delivery counts ${records.map(_.deliveryCount).distinct.sorted.mkString(",")}"
-      assert(logged == failedRecords, s"the retry logged ${summary(logged)}; the failed attempt polled ${summary(failedRecords)}")
+      assert(
+        logged == failedRecords,
+        s"the retry logged ${summary(logged)}; the failed attempt polled ${summary(failedRecords)}"
+      )
     }
 
-    test(s"$strategy: a retry whose consumer holds other records than another evaluation logged returns the logged ones") {
+    test(
+      s"$strategy: a retry whose consumer holds other records than another evaluation logged returns the logged ones"
+    ) {
       // As on a cluster: the attempt on executor E polls R1 and fails before logging them, keeping R1; a
       // retry on executor F polls R2 and logs them; an evaluation of the batch on E again must return R2.
       // Here a consumer of the test plays F's: it acquires R2, logs them in the slot's file, and closes
@@ -124,24 +132,40 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
         Files.writeString(file, RoundRecordsLog.toJson(other))
         loggedByOther.set(other)
       }
-      val got = try drain(topic, group, strategy, "kafka.share.parallelism" -> "1",
-        "kafka.max.poll.records" -> "50", "kafka.share.acquire.mode" -> "record_limit")
-      finally FailingOnceFileSystem.beforeFailing.set(_ => ())
+      val got =
+        try drain(
+            topic,
+            group,
+            strategy,
+            "kafka.share.parallelism" -> "1",
+            "kafka.max.poll.records" -> "50",
+            "kafka.share.acquire.mode" -> "record_limit"
+          )
+        finally FailingOnceFileSystem.beforeFailing.set(_ => ())
 
       val (_, polledByFailedAttempt) = Option(FailingOnceFileSystem.failed.get())
         .getOrElse(fail("no slot file logging records was written: the fault never fired"))
       assert(loggedByOther.get().nonEmpty, "the other consumer acquired nothing")
-      assert(loggedByOther.get().map(_.coordinates).toSet.intersect(polledByFailedAttempt.map(_.coordinates).toSet).isEmpty)
+      assert(
+        loggedByOther.get().map(_.coordinates).toSet.intersect(polledByFailedAttempt.map(_.coordinates).toSet).isEmpty
+      )
       assertEveryRecordOnce(got, topic, group)
     }
   }
 
   /** Acquires up to 50 records of `topic` for `group` with a share consumer of its own, and closes it (releasing them). */
   private def otherExecutorsPoll(group: String, topic: String): Seq[LoggedRecord] = {
-    val consumer = new KafkaShareConsumer[Array[Byte], Array[Byte]](Map[String, Object](
-      "bootstrap.servers" -> bootstrap, "group.id" -> group, "share.acknowledgement.mode" -> "explicit",
-      "max.poll.records" -> "50", "share.acquire.mode" -> "record_limit").asJava,
-      new ByteArrayDeserializer, new ByteArrayDeserializer)
+    val consumer = new KafkaShareConsumer[Array[Byte], Array[Byte]](
+      Map[String, Object](
+        "bootstrap.servers" -> bootstrap,
+        "group.id" -> group,
+        "share.acknowledgement.mode" -> "explicit",
+        "max.poll.records" -> "50",
+        "share.acquire.mode" -> "record_limit"
+      ).asJava,
+      new ByteArrayDeserializer,
+      new ByteArrayDeserializer
+    )
     try {
       consumer.subscribe(Seq(topic).asJava)
       val deadline = System.nanoTime() + 30.seconds.toNanos
@@ -164,28 +188,38 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
 final class FailingOnceFileSystem extends RawLocalFileSystem {
   override def getUri: URI = URI.create(s"${FailingOnceFileSystem.Scheme}:///")
 
-  override def create(f: Path, overwrite: Boolean, bufferSize: Int, replication: Short, blockSize: Long,
-      progress: Progressable): FSDataOutputStream = {
+  override def create(
+      f: Path,
+      overwrite: Boolean,
+      bufferSize: Int,
+      replication: Short,
+      blockSize: Long,
+      progress: Progressable
+  ): FSDataOutputStream = {
     val out = super.create(f, overwrite, bufferSize, replication, blockSize, progress)
     // A slot file is put in place from a temporary file beside it: .<slot>.json.<uuid>.tmp
     val slotFile = "\\.(\\d+\\.json)\\..*\\.tmp".r
     (f.getName, Option(f.getParent).flatMap(p => Option(p.getParent)).map(_.getName).orNull) match {
       case (slotFile(name), "kafka-share-rounds") =>
         val written = new ByteArrayOutputStream()
-        new FSDataOutputStream(new OutputStream {
-          override def write(b: Int): Unit = written.write(b)
-          override def write(b: Array[Byte], off: Int, len: Int): Unit = written.write(b, off, len)
-          override def close(): Unit = {
-            val records = RoundRecordsLog.fromJson(new String(written.toByteArray, UTF_8))
-            val dst = new Path(f.getParent, name)
-            if (records.nonEmpty && FailingOnceFileSystem.failed.compareAndSet(null, (dst, records))) {
-              out.close()
-              FailingOnceFileSystem.beforeFailing.get()(pathToFile(dst).toPath)
-              throw new IOException(s"injected: the checkpoint's storage refused $dst")
+        new FSDataOutputStream(
+          new OutputStream {
+            override def write(b: Int): Unit = written.write(b)
+            override def write(b: Array[Byte], off: Int, len: Int): Unit = written.write(b, off, len)
+            override def close(): Unit = {
+              val records = RoundRecordsLog.fromJson(new String(written.toByteArray, UTF_8))
+              val dst = new Path(f.getParent, name)
+              if (records.nonEmpty && FailingOnceFileSystem.failed.compareAndSet(null, (dst, records))) {
+                out.close()
+                FailingOnceFileSystem.beforeFailing.get()(pathToFile(dst).toPath)
+                throw new IOException(s"injected: the checkpoint's storage refused $dst")
+              }
+              try out.write(written.toByteArray)
+              finally out.close()
             }
-            try out.write(written.toByteArray) finally out.close()
-          }
-        }, null)
+          },
+          null
+        )
       case _ => out
     }
   }
@@ -193,8 +227,10 @@ final class FailingOnceFileSystem extends RawLocalFileSystem {
 
 object FailingOnceFileSystem {
   val Scheme = "failing-once"
+
   /** The slot file whose write failed, and the records it was to log. */
   val failed = new AtomicReference[(Path, Seq[LoggedRecord])]()
+
   /** Runs with the slot file's local path just before the write fails. */
   val beforeFailing = new AtomicReference[java.nio.file.Path => Unit](_ => ())
 }

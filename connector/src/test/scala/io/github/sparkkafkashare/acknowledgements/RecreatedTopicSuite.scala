@@ -29,11 +29,14 @@ class RecreatedTopicSuite extends AnyFunSuite with BeforeAndAfterAll {
     .config("spark.ui.enabled", "false")
     .getOrCreate()
 
-  override def afterAll(): Unit = try admin.close() finally spark.stop()
+  override def afterAll(): Unit =
+    try admin.close()
+    finally spark.stop()
 
   private val recordCount = 20
   private def values(prefix: String) = (0 until recordCount).map(i => s"$prefix-$i")
-  private def createTopic(topic: String): Unit = admin.createTopics(java.util.List.of(new NewTopic(topic, 1, 1.toShort))).all().get()
+  private def createTopic(topic: String): Unit =
+    admin.createTopics(java.util.List.of(new NewTopic(topic, 1, 1.toShort))).all().get()
 
   for (strategy <- Seq("checkpoint-dedup", "two-phase-commit")) {
     test(s"$strategy: a topic made again under its name, with the old timestamps, has all its records read once") {

@@ -39,7 +39,9 @@ class SameRoundRecordsSuite extends AnyFunSuite with BeforeAndAfterAll {
     .config(s"spark.hadoop.fs.${SlowFirstWriteFileSystem.Scheme}.impl", classOf[SlowFirstWriteFileSystem].getName)
     .getOrCreate()
 
-  override def afterAll(): Unit = try admin.close() finally spark.stop()
+  override def afterAll(): Unit =
+    try admin.close()
+    finally spark.stop()
 
   private val recordCount = 50
   private val lock = 2.seconds
@@ -49,8 +51,12 @@ class SameRoundRecordsSuite extends AnyFunSuite with BeforeAndAfterAll {
       val topic = s"same-round-${UUID.randomUUID().toString.take(8)}"
       admin.createTopics(java.util.List.of(new NewTopic(topic, 1, 1.toShort))).all().get()
       val group = topic
-      LocalKafka.setGroupConfigs(admin, group, "share.auto.offset.reset" -> "earliest",
-        "share.renew.acknowledge.enable" -> "false")
+      LocalKafka.setGroupConfigs(
+        admin,
+        group,
+        "share.auto.offset.reset" -> "earliest",
+        "share.renew.acknowledge.enable" -> "false"
+      )
       val checkpoint = Files.createTempDirectory("same-round").toUri.getPath
       val sink = s"same_round_${UUID.randomUUID().toString.take(8)}"
       SlowFirstWriteFileSystem.armed.set(false)
@@ -102,10 +108,18 @@ class SameRoundRecordsSuite extends AnyFunSuite with BeforeAndAfterAll {
 final class SlowFirstWriteFileSystem extends RawLocalFileSystem {
   override def getUri: URI = URI.create(s"${SlowFirstWriteFileSystem.Scheme}:///")
 
-  override def create(f: Path, overwrite: Boolean, bufferSize: Int, replication: Short, blockSize: Long,
-      progress: Progressable): FSDataOutputStream = {
+  override def create(
+      f: Path,
+      overwrite: Boolean,
+      bufferSize: Int,
+      replication: Short,
+      blockSize: Long,
+      progress: Progressable
+  ): FSDataOutputStream = {
     val inRound = Option(f.getParent).flatMap(p => Option(p.getParent)).exists(_.getName == "kafka-share-rounds")
-    if (inRound && SlowFirstWriteFileSystem.armed.get() && SlowFirstWriteFileSystem.delayed.compareAndSet(false, true)) {
+    if (
+      inRound && SlowFirstWriteFileSystem.armed.get() && SlowFirstWriteFileSystem.delayed.compareAndSet(false, true)
+    ) {
       Thread.sleep(6000)
     }
     super.create(f, overwrite, bufferSize, replication, blockSize, progress)

@@ -25,8 +25,15 @@ class ClientTopicIdsSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   override def afterAll(): Unit = admin.close()
 
-  private def shareConsumer(group: String) = new KafkaShareConsumer(Map[String, Object]("bootstrap.servers" -> bootstrap,
-    "group.id" -> group, "share.acknowledgement.mode" -> "explicit").asJava, new ByteArrayDeserializer, new ByteArrayDeserializer)
+  private def shareConsumer(group: String) = new KafkaShareConsumer(
+    Map[String, Object](
+      "bootstrap.servers" -> bootstrap,
+      "group.id" -> group,
+      "share.acknowledgement.mode" -> "explicit"
+    ).asJava,
+    new ByteArrayDeserializer,
+    new ByteArrayDeserializer
+  )
 
   /** Polls until records come; acknowledges them, so the next poll may run. */
   private def pollRecords(consumer: KafkaShareConsumer[Array[Byte], Array[Byte]]): Unit = {
@@ -40,7 +47,9 @@ class ClientTopicIdsSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(polled > 0, "no records came")
   }
 
-  test("a share consumer's last poll names the id of the topic it read, a topic made again under its name the new one") {
+  test(
+    "a share consumer's last poll names the id of the topic it read, a topic made again under its name the new one"
+  ) {
     val topic = LocalKafka.oneRecordPartition(admin, s"ids-${UUID.randomUUID().toString.take(8)}", 3)
     val group = topic
     LocalKafka.setGroupConfigs(admin, group, "share.auto.offset.reset" -> "earliest")
@@ -62,8 +71,11 @@ class ClientTopicIdsSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("a consumer's metadata names the ids of the topics it reads") {
     val topic = LocalKafka.oneRecordPartition(admin, s"ids-${UUID.randomUUID().toString.take(8)}", 3)
-    val consumer = new KafkaConsumer(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava,
-      new ByteArrayDeserializer, new ByteArrayDeserializer)
+    val consumer = new KafkaConsumer(
+      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava,
+      new ByteArrayDeserializer,
+      new ByteArrayDeserializer
+    )
     try {
       consumer.assign(Seq(new TopicPartition(topic, 0)).asJava)
       consumer.seekToBeginning(Seq(new TopicPartition(topic, 0)).asJava)

@@ -37,22 +37,38 @@ class BrokerPauseSuite extends AnyFunSuite with BeforeAndAfterAll {
   private lazy val spark = new SparkContext(new SparkConf().setMaster("local[1]").setAppName("BrokerPauseSuite")
     .set("spark.ui.enabled", "false"))
 
-  override def afterAll(): Unit = try admin.close() finally spark.stop()
+  override def afterAll(): Unit =
+    try admin.close()
+    finally spark.stop()
 
   private val lock = 4.seconds
 
-  test("a slot whose renewal the paused broker does not answer settles, counting the records it no longer holds as locks lost") {
+  test(
+    "a slot whose renewal the paused broker does not answer settles, counting the records it no longer holds as locks lost"
+  ) {
     spark
     val topic = s"paused-${UUID.randomUUID().toString.take(8)}"
     admin.createTopics(java.util.List.of(new NewTopic(topic, 1, 1.toShort))).all().get(30, SECONDS)
     val group = topic
-    LocalKafka.setGroupConfigs(admin, group, "share.auto.offset.reset" -> "earliest",
-      "share.record.lock.duration.ms" -> lock.toMillis.toString)
+    LocalKafka.setGroupConfigs(
+      admin,
+      group,
+      "share.auto.offset.reset" -> "earliest",
+      "share.record.lock.duration.ms" -> lock.toMillis.toString
+    )
     LocalKafka.produce(topic, (0 until 50).map(i => s"r-$i"), oneBatch = true)
-    val config = Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group, "client.id" -> s"$topic-1",
-      "share.acknowledgement.mode" -> "explicit").asJava
-    val limits = GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000, lockDurationMs = lock.toMillis,
-      assignmentIntervalMs = 60000L)
+    val config = Map[String, Object](
+      "bootstrap.servers" -> bootstrap,
+      "group.id" -> group,
+      "client.id" -> s"$topic-1",
+      "share.acknowledgement.mode" -> "explicit"
+    ).asJava
+    val limits = GroupLimits(
+      renewAllowed = true,
+      recordLocksPerPartition = 2000,
+      lockDurationMs = lock.toMillis,
+      assignmentIntervalMs = 60000L
+    )
     val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), config, limits)
     try {
       val held = slot.pollRound(1, Set(topic), Duration.ofSeconds(30)).size
@@ -61,17 +77,28 @@ class BrokerPauseSuite extends AnyFunSuite with BeforeAndAfterAll {
       val paused = Future(LocalKafka.pauseBroker(Duration.ofSeconds(14)))
       Thread.sleep(lock.toMillis / 2 + 500)
       // As the pool's renewer calls it: a failure is logged, and the renewer comes back.
-      try slot.renewLocksIfDue() catch { case NonFatal(e) => info(s"the renewal failed: $e") }
+      try slot.renewLocksIfDue()
+      catch { case NonFatal(e) => info(s"the renewal failed: $e") }
       Await.result(paused, 60.seconds)
       val settled = slot.settle(committedThrough = 1, AcknowledgementMarks.None)
       slot.flush(Duration.ofSeconds(30)) // the renewal's outcome reaches the callback with a call of the consumer
       val events = slot.drainAcknowledgementEvents()
       assert(settled.accepted + events.expired == held, s"settled $settled, then $events")
-      assert(events.expired > 0 && events.failed == 0, s"the records the consumer no longer holds count as locks lost: $events")
+      assert(
+        events.expired > 0 && events.failed == 0,
+        s"the records the consumer no longer holds count as locks lost: $events"
+      )
     } finally slot.close(-1L, AcknowledgementMarks.None, Duration.ofSeconds(30))
     // The group delivers every record the slot could not acknowledge again; none is lost.
-    val other = new KafkaShareConsumer(Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group,
-      "share.acknowledgement.mode" -> "explicit").asJava, new ByteArrayDeserializer, new ByteArrayDeserializer)
+    val other = new KafkaShareConsumer(
+      Map[String, Object](
+        "bootstrap.servers" -> bootstrap,
+        "group.id" -> group,
+        "share.acknowledgement.mode" -> "explicit"
+      ).asJava,
+      new ByteArrayDeserializer,
+      new ByteArrayDeserializer
+    )
     try {
       other.subscribe(java.util.List.of(topic))
       val deadline = System.nanoTime() + SECONDS.toNanos(60)

@@ -18,7 +18,8 @@ import org.apache.kafka.common.{KafkaException, TopicIdPartition, TopicPartition
  * held no more until a poll returns them again, which the poll after an applied renewal does, and
  * nothing else; the acknowledgement callback hears what each commit did.
  */
-private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCommitCallback) extends ShareConsumerClient {
+private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCommitCallback)
+  extends ShareConsumerClient {
   import ScriptedShareConsumer._
 
   private val polls = mutable.Queue.empty[Answer]
@@ -27,12 +28,14 @@ private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCom
   private val marked = mutable.LinkedHashMap.empty[(String, Int, Long), AcknowledgeType]
   private val renewing = mutable.LinkedHashMap.empty[(String, Int, Long), ConsumerRecord[Array[Byte], Array[Byte]]]
   private val renewed = mutable.LinkedHashMap.empty[(String, Int, Long), ConsumerRecord[Array[Byte], Array[Byte]]]
+
   /** Every acknowledgement the broker applied, in order. */
   val applied: mutable.Buffer[((String, Int, Long), AcknowledgeType)] = mutable.Buffer.empty
   val subscriptions: mutable.Buffer[Set[String]] = mutable.Buffer.empty
   var pollTimeouts: Vector[Duration] = Vector.empty
   var lockTimeoutMs: Option[Long] = None
   var closed = false
+
   /** Runs as each poll begins: a test can hold the poll there. */
   var onPoll: () => Unit = () => ()
 
@@ -54,15 +57,17 @@ private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCom
     }
     if (marked.nonEmpty) commit(timeout) // a poll sends what is marked
     val records = if (renewed.nonEmpty) { val back = renewed.values.toList; renewed.clear(); back }
-      else if (renewing.nonEmpty) Nil
-      else polls.headOption.map(_ => polls.dequeue()) match {
-        case Some(Records(rs @ _*)) => rs.toList
-        case Some(Throws(e)) => throw e
-        case _ => Nil
-      }
+    else if (renewing.nonEmpty) Nil
+    else polls.headOption.map(_ => polls.dequeue()) match {
+      case Some(Records(rs @ _*)) => rs.toList
+      case Some(Throws(e)) => throw e
+      case _ => Nil
+    }
     records.foreach(r => inFlight(key(r)) = r)
-    Polled(new java.util.ArrayList(records.asJava),
-      records.map(r => new TopicPartition(r.topic(), r.partition()) -> topicId(r.topic()).toString).toMap)
+    Polled(
+      new java.util.ArrayList(records.asJava),
+      records.map(r => new TopicPartition(r.topic(), r.partition()) -> topicId(r.topic()).toString).toMap
+    )
   }
 
   override def acknowledge(record: ConsumerRecord[Array[Byte], Array[Byte]], ackType: AcknowledgeType): Boolean =
@@ -83,16 +88,20 @@ private[executor] final class ScriptedShareConsumer(callback: AcknowledgementCom
     sent.groupBy { case ((t, p, _), _) => new TopicPartition(t, p) }.foreach { case (tp, acks) =>
       val failure = refused.get(tp)
       if (answer != NoAnswer) {
-        val offsets = new java.util.HashSet[java.lang.Long](acks.map { case ((_, _, o), _) => java.lang.Long.valueOf(o) }.asJava)
-        callback.onComplete(Map(new TopicIdPartition(topicId(tp.topic()), tp) -> (offsets: java.util.Set[java.lang.Long])).asJava,
-          failure.orNull)
+        val offsets =
+          new java.util.HashSet[java.lang.Long](acks.map { case ((_, _, o), _) => java.lang.Long.valueOf(o) }.asJava)
+        callback.onComplete(
+          Map(new TopicIdPartition(topicId(tp.topic()), tp) -> (offsets: java.util.Set[java.lang.Long])).asJava,
+          failure.orNull
+        )
         acks.foreach { case (k, ackType) =>
           renewing.remove(k).foreach(r => if (failure.isEmpty) renewed(k) = r)
           if (failure.isEmpty) applied += k -> ackType
         }
       }
     }
-    if (answer == NoAnswer) None else Some(refused.filter { case (tp, _) => sent.exists(s => s._1._1 == tp.topic() && s._1._2 == tp.partition()) })
+    if (answer == NoAnswer) None
+    else Some(refused.filter { case (tp, _) => sent.exists(s => s._1._1 == tp.topic() && s._1._2 == tp.partition()) })
   }
 
   override def acquisitionLockTimeoutMs: Option[Long] = lockTimeoutMs
@@ -122,8 +131,19 @@ private[executor] object ScriptedShareConsumer {
   /** A record of `topic`'s partition 0 at `offset`, delivered `deliveryCount` times. */
   def record(offset: Long, topic: String = "t", deliveryCount: Short = 1): ConsumerRecord[Array[Byte], Array[Byte]] = {
     val r = new ConsumerRecord[Array[Byte], Array[Byte]](topic, 0, offset, Array.emptyByteArray, s"v$offset".getBytes)
-    new ConsumerRecord[Array[Byte], Array[Byte]](topic, 0, offset, r.timestamp(), r.timestampType(), 0, 0,
-      Array.emptyByteArray, s"v$offset".getBytes, r.headers(), java.util.Optional.empty[Integer](),
-      java.util.Optional.of(java.lang.Short.valueOf(deliveryCount)))
+    new ConsumerRecord[Array[Byte], Array[Byte]](
+      topic,
+      0,
+      offset,
+      r.timestamp(),
+      r.timestampType(),
+      0,
+      0,
+      Array.emptyByteArray,
+      s"v$offset".getBytes,
+      r.headers(),
+      java.util.Optional.empty[Integer](),
+      java.util.Optional.of(java.lang.Short.valueOf(deliveryCount))
+    )
   }
 }

@@ -27,15 +27,24 @@ class ShareConsumerClientSuite extends AnyFunSuite with BeforeAndAfterAll {
     val topic = LocalKafka.oneRecordPartition(admin, s"client-${UUID.randomUUID().toString.take(8)}", 5)
     LocalKafka.setGroupConfigs(admin, topic, "share.auto.offset.reset" -> "earliest")
     val outcomes = new AcknowledgementOutcomes
-    val client = new KafkaShareConsumerClient(Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> topic,
-      "share.acknowledgement.mode" -> "explicit").asJava, outcomes)
+    val client = new KafkaShareConsumerClient(
+      Map[String, Object](
+        "bootstrap.servers" -> bootstrap,
+        "group.id" -> topic,
+        "share.acknowledgement.mode" -> "explicit"
+      ).asJava,
+      outcomes
+    )
     try {
       client.subscribe(Set(topic))
       val deadline = System.nanoTime() + 30000000000L
       var polled = client.poll(Duration.ZERO)
       while (polled.records.isEmpty && System.nanoTime() < deadline) polled = client.poll(Duration.ofMillis(500))
       val records = polled.records.asScala
-      assert(records.size == 5 && polled.topicIds == Map(new TopicPartition(topic, 0) -> LocalKafka.topicId(admin, topic)))
+      assert(records.size == 5 && polled.topicIds == Map(new TopicPartition(topic, 0) -> LocalKafka.topicId(
+        admin,
+        topic
+      )))
       assert(records.forall(r => client.acknowledge(r, AcknowledgeType.RENEW)))
       outcomes.renewing(records.map(RecordCoordinates.of))
       assert(client.commit(Duration.ofSeconds(30)).contains(Map.empty))
@@ -45,7 +54,10 @@ class ShareConsumerClientSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(back.map(RecordCoordinates.of) == records.map(RecordCoordinates.of))
       assert(back.forall(r => client.acknowledge(r, AcknowledgeType.ACCEPT)))
       assert(client.commit(Duration.ofSeconds(30)).contains(Map.empty))
-      assert(outcomes.drain() == AcknowledgementEvents(renewed = 0, expired = 0, failed = 0), "every renewal and ACCEPT applied")
+      assert(
+        outcomes.drain() == AcknowledgementEvents(renewed = 0, expired = 0, failed = 0),
+        "every renewal and ACCEPT applied"
+      )
     } finally client.close(Duration.ofSeconds(30))
   }
 
@@ -57,25 +69,41 @@ class ShareConsumerClientSuite extends AnyFunSuite with BeforeAndAfterAll {
    * renews none; here it holds records of four partitions for eight renewals while more records are
    * produced and fetched, with Kafka's default acquisition and small fetches, and with record_limit.
    */
-  for ((mode, settings) <- Seq(
+  for (
+    (mode, settings) <- Seq(
       "batch_optimized, 1 KiB fetches" -> Map("fetch.max.bytes" -> "1024"),
-      "record_limit, 10 records a poll" -> Map("share.acquire.mode" -> "record_limit", "max.poll.records" -> "10"))) {
+      "record_limit, 10 records a poll" -> Map("share.acquire.mode" -> "record_limit", "max.poll.records" -> "10")
+    )
+  ) {
     test(s"a renewal's poll returns the renewed records and nothing the client fetched meanwhile ($mode)") {
       val topic = s"renewal-${UUID.randomUUID().toString.take(8)}"
       admin.createTopics(java.util.List.of(new NewTopic(topic, 4, 1.toShort))).all().get(30, SECONDS)
-      LocalKafka.setGroupConfigs(admin, topic, "share.auto.offset.reset" -> "earliest",
-        "share.record.lock.duration.ms" -> "3000", "share.renew.acknowledge.enable" -> "true")
-      def produce(prefix: String): Unit = (0 until 4).foreach(p => LocalKafka.produce(topic, (0 until 100).map(i => s"$prefix-$i"), partition = p))
+      LocalKafka.setGroupConfigs(
+        admin,
+        topic,
+        "share.auto.offset.reset" -> "earliest",
+        "share.record.lock.duration.ms" -> "3000",
+        "share.renew.acknowledge.enable" -> "true"
+      )
+      def produce(prefix: String): Unit =
+        (0 until 4).foreach(p => LocalKafka.produce(topic, (0 until 100).map(i => s"$prefix-$i"), partition = p))
       produce("before")
-      val client = new KafkaShareConsumerClient((Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> topic,
-        "share.acknowledgement.mode" -> "explicit") ++ settings).asJava, new AcknowledgementOutcomes)
+      val client = new KafkaShareConsumerClient(
+        (Map[String, Object](
+          "bootstrap.servers" -> bootstrap,
+          "group.id" -> topic,
+          "share.acknowledgement.mode" -> "explicit"
+        ) ++ settings).asJava,
+        new AcknowledgementOutcomes
+      )
       try {
         client.subscribe(Set(topic))
         var held = Seq.empty[org.apache.kafka.clients.consumer.ConsumerRecord[Array[Byte], Array[Byte]]]
         def pollUntilRecords(timeout: Duration): Seq[RecordCoordinates] = {
           val deadline = System.nanoTime() + timeout.toNanos
           var polled = client.poll(Duration.ZERO).records.asScala
-          while (polled.isEmpty && System.nanoTime() < deadline) polled = client.poll(Duration.ofMillis(100)).records.asScala
+          while (polled.isEmpty && System.nanoTime() < deadline)
+            polled = client.poll(Duration.ofMillis(100)).records.asScala
           held = polled.toSeq
           held.map(RecordCoordinates.of)
         }

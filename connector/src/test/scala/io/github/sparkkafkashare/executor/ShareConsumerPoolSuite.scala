@@ -46,11 +46,14 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
   private lazy val spark = new SparkContext(new SparkConf().setMaster("local[1]").setAppName("ShareConsumerPoolSuite")
     .set("spark.ui.enabled", "false"))
+
   /** This JVM as the pool's janitor names it, so that the janitor's own rounds act as the test's calls do. */
   private lazy val here = { spark; ExecutorLocality.currentExecutor() }
   private val elsewhere = "executor_host_2"
 
-  override def afterAll(): Unit = try admin.close() finally spark.stop()
+  override def afterAll(): Unit =
+    try admin.close()
+    finally spark.stop()
 
   /** A one-partition topic of `n` records, and a group that reads it from the start. */
   private def topicAndGroup(n: Int): (String, String) = {
@@ -79,14 +82,21 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   /** `n` records in one record batch (sent at close), which one fetch acquires whole. */
   private def produce(topic: String, n: Int): Unit = {
     val producer = new KafkaProducer[String, String](
-      Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> "60000").asJava, new StringSerializer,
-      new StringSerializer)
-    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i"))) finally producer.close()
+      Map[String, Object]("bootstrap.servers" -> bootstrap, "linger.ms" -> "60000").asJava,
+      new StringSerializer,
+      new StringSerializer
+    )
+    try (0 until n).foreach(i => producer.send(new ProducerRecord(topic, s"r-$i")))
+    finally producer.close()
   }
 
   private def config(group: String, clientId: String, more: (String, Object)*): java.util.Map[String, Object] =
-    (Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group, "client.id" -> clientId,
-      "share.acknowledgement.mode" -> "explicit") ++ more).asJava
+    (Map[String, Object](
+      "bootstrap.servers" -> bootstrap,
+      "group.id" -> group,
+      "client.id" -> clientId,
+      "share.acknowledgement.mode" -> "explicit"
+    ) ++ more).asJava
 
   /** Slot 1 of a run polls `round`, and its task gives it back: the offsets it now holds. */
   private def slotHolding(run: String, round: Long, topic: String, group: String): Set[Long] = {
@@ -96,8 +106,8 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   /** The group's limits as a query's driver reads them: Kafka's defaults, with `assignmentIntervalMs`. */
-  private def limits(assignmentIntervalMs: Long) = GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000,
-    lockDurationMs = 30000L, assignmentIntervalMs)
+  private def limits(assignmentIntervalMs: Long) =
+    GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000, lockDurationMs = 30000L, assignmentIntervalMs)
 
   /**
    * Limits with which a consumer's first poll waits its whole timeout, as its later polls do: these
@@ -108,7 +118,11 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   private val WholeTimeoutFirstPoll = limits(assignmentIntervalMs = 60000L)
 
   /** The driver's note that the run stopped with `committedThrough`, slot 1 last at home here, no marks. */
-  private def markStopped(run: String, committedThrough: Long = -1L, marks: AcknowledgementMarks = AcknowledgementMarks.None): Unit =
+  private def markStopped(
+      run: String,
+      committedThrough: Long = -1L,
+      marks: AcknowledgementMarks = AcknowledgementMarks.None
+  ): Unit =
     QueryRunRegistry.markStopped(run, RunState(committedThrough, Map(1 -> here)), marks.plain)
 
   private def deleteTopic(topic: String): Unit = LocalKafka.deleteTopic(admin, topic)
@@ -119,7 +133,8 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   /** What another member of the group acquires within `seconds`, by offset, with its delivery count. */
   private def acquiredByAnotherMember(topic: String, group: String, seconds: Int): Map[Long, Int] = {
-    val other = new KafkaShareConsumer(config(group, "other-member"), new ByteArrayDeserializer, new ByteArrayDeserializer)
+    val other =
+      new KafkaShareConsumer(config(group, "other-member"), new ByteArrayDeserializer, new ByteArrayDeserializer)
     try {
       other.subscribe(Seq(topic).asJava)
       val deadline = System.nanoTime() + SECONDS.toNanos(seconds)
@@ -167,9 +182,14 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a task logs its round while the driver runs its query run and has not committed the round, and not once the run stopped") {
+  test(
+    "a task logs its round while the driver runs its query run and has not committed the round, and not once the run stopped"
+  ) {
     val run = s"fenced-${UUID.randomUUID()}"
-    val log = new RoundRecordsLog(Files.createTempDirectory("fenced").toString, new SerializableConfiguration(new Configuration()))
+    val log = new RoundRecordsLog(
+      Files.createTempDirectory("fenced").toString,
+      new SerializableConfiguration(new Configuration())
+    )
     val records = Seq(LoggedRecord(RecordCoordinates("t", 0, 1), deliveryCount = 1))
     def write(round: Long) = log.writeFirst(round, 0, records, () => RecordsLogPath.fenceLateAttempt(run, 0, round))
     QueryRunRegistry.publish(run, RunState(committedThrough = -1L, homes = Map.empty))
@@ -195,7 +215,10 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       // The release cancels the acquisitions in what the run took; the records are counted again when acquired again.
       assert(counted == Map(Released -> held.size.toLong, Acquired -> held.size.toLong, Joined -> 1L, Accepted -> 7L))
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
-      assert(ShareConsumerPool.takeUnreported(SlotKey(run, 1)).isEmpty, "the slot's next task here would count them again")
+      assert(
+        ShareConsumerPool.takeUnreported(SlotKey(run, 1)).isEmpty,
+        "the slot's next task here would count them again"
+      )
     }
   }
 
@@ -203,12 +226,15 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> here), here, committedThrough = 1).isEmpty)
-      assert(ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1).isEmpty)
+      assert(
+        ShareConsumerPool.releaseLeftBehind("another-run", Map(1 -> elsewhere), here, committedThrough = 1).isEmpty
+      )
       // A task holds the slot: a release from another task skips it, and so does one from the task itself.
       val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
       try {
         assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1).isEmpty)
-        val fromAnotherTask = Future(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1))
+        val fromAnotherTask =
+          Future(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 1))
         assert(Await.result(fromAnotherTask, 30.seconds).isEmpty)
       } finally ShareConsumerPool.giveBack(task)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
@@ -250,7 +276,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("the janitor has a left-behind consumer release its committed round and leave the group when no task of its query comes back") {
+  test(
+    "the janitor has a left-behind consumer release its committed round and leave the group when no task of its query comes back"
+  ) {
     withSlotHolding(round = 0) { (run, topic, group, held) =>
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0), "the driver does not know the run: nothing to go by")
@@ -260,7 +288,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       // A member keeps partitions assigned to it that no one else may then read.
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       // reported to the driver's metrics, by a message that arrives shortly
-      eventually(timeout(10.seconds))(assert(QueryRunRegistry.countedOutsideTasks(run) == Map(Released.name -> held.size.toLong)))
+      eventually(timeout(10.seconds))(
+        assert(QueryRunRegistry.countedOutsideTasks(run) == Map(Released.name -> held.size.toLong))
+      )
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
       assert(held.subsetOf(redelivered.keySet))
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
@@ -278,7 +308,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("the janitor keeps a running batch's records locked past the idle timeout, and lets them go as soon as the run stops") {
+  test(
+    "the janitor keeps a running batch's records locked past the idle timeout, and lets them go as soon as the run stops"
+  ) {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> here)))
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
@@ -298,7 +330,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a stopped run's consumer that the closing job missed settles the last committed round as the job would have, marks and all") {
+  test(
+    "a stopped run's consumer that the closing job missed settles the last committed round as the job would have, marks and all"
+  ) {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       val released = held.min
       val marks = AcknowledgementMarks(1, Map(RecordCoordinates(topic, 0, released) -> AcknowledgeType.RELEASE))
@@ -307,11 +341,16 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       // Settled by what the janitor alone knew of the slot (nothing committed), every record would come back.
-      assert(acquiredByAnotherMember(topic, group, seconds = 10) == Map(released -> 2), "only the RELEASE-marked record comes back")
+      assert(
+        acquiredByAnotherMember(topic, group, seconds = 10) == Map(released -> 2),
+        "only the RELEASE-marked record comes back"
+      )
     }
   }
 
-  test("as the JVM exits, a stopped run's consumer that the janitor is closing still ACCEPTs the last committed round") {
+  test(
+    "as the JVM exits, a stopped run's consumer that the janitor is closing still ACCEPTs the last committed round"
+  ) {
     withSlotHolding(round = 1) { (run, topic, group, _) =>
       markStopped(run, committedThrough = 1)
       val janitor = Future(ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO))
@@ -326,7 +365,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a run's stop does not wait on a task that keeps using a slot: the janitor closes that consumer once the task ends") {
+  test(
+    "a run's stop does not wait on a task that keeps using a slot: the janitor closes that consumer once the task ends"
+  ) {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       // A task that goes on past its query's stop (user code that ignores the interrupt) holds the slot.
       val taskHolds = new java.util.concurrent.CountDownLatch(1)
@@ -338,9 +379,17 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
         ShareConsumerPool.giveBack(slot)
       }
       taskHolds.await()
-      val stop = Future(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map(1 -> here),
-        here, inUseWait = Duration.ofSeconds(1)))
-      val closed = try Await.result(stop, 20.seconds) finally taskEnds.countDown() // a stop that waits fails, not hangs
+      val stop = Future(ShareConsumerPool.closeRun(
+        run,
+        committedThrough = 1,
+        AcknowledgementMarks.None,
+        Map(1 -> here),
+        here,
+        inUseWait = Duration.ofSeconds(1)
+      ))
+      val closed =
+        try Await.result(stop, 20.seconds)
+        finally taskEnds.countDown() // a stop that waits fails, not hangs
       assert(closed == 0)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "the task's consumer keeps its records")
       markStopped(run, committedThrough = 1)
@@ -353,7 +402,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("the driver remembers the latest stopped runs, the latest few with their marks, and knows nothing of older ones") {
+  test(
+    "the driver remembers the latest stopped runs, the latest few with their marks, and knows nothing of older ones"
+  ) {
     val stopped = Seq.fill(QueryRunRegistry.StoppedRunsKept + 1)(UUID.randomUUID().toString)
     val last = RunState(7, Map(0 -> elsewhere))
     val marks = RoundMarks(7, Map(("t", 0, 42L) -> "REJECT"))
@@ -365,17 +416,27 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     // An older run's marked round is no longer taken as committed: its records are RELEASEd, not ACCEPTed.
     assert(QueryRunRegistry.lookUp(stopped(stopped.size - withMarks.size - 1)) ==
       RunLookUp.Stopped(RunState(6, last.homes), RoundMarks(-1L, Map.empty)))
-    assert(AcknowledgementMarks.of(marks) == AcknowledgementMarks(7, Map(RecordCoordinates("t", 0, 42L) -> AcknowledgeType.REJECT)))
+    assert(AcknowledgementMarks.of(marks) == AcknowledgementMarks(
+      7,
+      Map(RecordCoordinates("t", 0, 42L) -> AcknowledgeType.REJECT)
+    ))
     assert(QueryRunRegistry.lookUp(UUID.randomUUID().toString) == RunLookUp.Unknown)
   }
 
-  test("the janitor leaves a committed batch's records to the slot's next task, and keeps a held round when the driver does not answer") {
+  test(
+    "the janitor leaves a committed batch's records to the slot's next task, and keeps a held round when the driver does not answer"
+  ) {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       // Between a batch's commit and the slot's next task: only that task knows the batch's acknowledgement marks.
       QueryRunRegistry.publish(run, RunState(committedThrough = 1, homes = Map(1 -> here)))
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "closed before its next task settled it")
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO, lookUp = _ => RunLookUp.Unanswered)
+      ShareConsumerPool.tidy(
+        here,
+        unusedFor = Duration.ZERO,
+        idleTimeout = Duration.ZERO,
+        lookUp = _ => RunLookUp.Unanswered
+      )
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "closed although its run may be running")
 
       val task = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, "unused"), WholeTimeoutFirstPoll)
@@ -386,7 +447,10 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       // Holding nothing now, it is closed once idle, and leaves the group.
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
-      assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty, "accepted, never redelivered")
+      assert(
+        acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty,
+        "accepted, never redelivered"
+      )
     }
   }
 
@@ -396,19 +460,24 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     val key = SlotKey(run, 1)
     try {
       val slot = ShareConsumerPool.borrow(key, config(group, s"$run-1"), WholeTimeoutFirstPoll)
-      try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+      try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty)
+      finally ShareConsumerPool.giveBack(slot)
       // The consumer fetches on in the background; the pool's renewer takes in what arrives, to keep it locked.
       produce(topic, 100)
       eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
       QueryRunRegistry.publish(run, RunState(committedThrough = 1, homes = Map(1 -> here)))
       ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
-      assert(acquiredByAnotherMember(topic, group, seconds = 8).isEmpty, "closed, and what it took in went back to the group")
+      assert(
+        acquiredByAnotherMember(topic, group, seconds = 8).isEmpty,
+        "closed, and what it took in went back to the group"
+      )
 
       val task = ShareConsumerPool.borrow(key, config(group, "unused"), WholeTimeoutFirstPoll)
-      val next = try {
-        task.settle(committedThrough = 1, AcknowledgementMarks.None) // as a task does before it polls
-        task.pollRound(2, Set(topic), Duration.ofSeconds(5)).asScala
-      } finally ShareConsumerPool.giveBack(task)
+      val next =
+        try {
+          task.settle(committedThrough = 1, AcknowledgementMarks.None) // as a task does before it polls
+          task.pollRound(2, Set(topic), Duration.ofSeconds(5)).asScala
+        } finally ShareConsumerPool.giveBack(task)
       assert(next.size == 100 && next.forall(r => KafkaShareRows.deliveryCount(r) == 1))
     } finally {
       ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here)
@@ -416,13 +485,16 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     }
   }
 
-  test("a stopped run's consumer releases what it fetched ahead of a round that never came, with one delivery counted") {
+  test(
+    "a stopped run's consumer releases what it fetched ahead of a round that never came, with one delivery counted"
+  ) {
     // Its round finds nothing, so the consumer fetches on in the background; records produced then are
     // acquired, and taken in by the renewer to keep them locked. The run stops before another round.
     val (topic, group) = topicAndGroup(0)
     val run = UUID.randomUUID().toString
     val slot = ShareConsumerPool.borrow(SlotKey(run, 1), config(group, s"$run-1"), WholeTimeoutFirstPoll)
-    try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty) finally ShareConsumerPool.giveBack(slot)
+    try assert(slot.pollRound(1, Set(topic), Duration.ofSeconds(5)).isEmpty)
+    finally ShareConsumerPool.giveBack(slot)
     produce(topic, 100)
     eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
     assert(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map.empty, here) == 1)
@@ -431,7 +503,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(redelivered == (0L until 100L).map(_ -> 2).toMap, "every record fetched ahead, back to the group once")
   }
 
-  test("a stopped run's consumers all stop fetching before any releases, so a released record comes back once, not once a consumer") {
+  test(
+    "a stopped run's consumers all stop fetching before any releases, so a released record comes back once, not once a consumer"
+  ) {
     // Slot `holder` reads the whole topic in round 1; the other slot's round finds nothing, so its
     // consumer goes on fetching in the background. Round 1 committed with half its records marked
     // RELEASE: whichever consumer is closed first, the other must not acquire those records (Kafka
@@ -444,35 +518,47 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       val Seq(holding, fetching) = Seq(holder, 1 - holder).map { s =>
         ShareConsumerPool.borrow(SlotKey(run, s), config(group, s"$run-$s"), WholeTimeoutFirstPoll)
       }
-      val released = try {
-        val round = holding.pollRound(1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
-        assert(round.size == 100)
-        assert(fetching.pollRound(1, Set(topic), Duration.ofSeconds(2)).isEmpty)
-        round.filter(_ < 50).toSet
-      } finally Seq(holding, fetching).foreach(ShareConsumerPool.giveBack)
-      val marks = AcknowledgementMarks(1, released.map(o => RecordCoordinates(topic, 0, o) -> AcknowledgeType.RELEASE).toMap)
+      val released =
+        try {
+          val round = holding.pollRound(1, Set(topic), Duration.ofSeconds(30)).asScala.map(_.offset())
+          assert(round.size == 100)
+          assert(fetching.pollRound(1, Set(topic), Duration.ofSeconds(2)).isEmpty)
+          round.filter(_ < 50).toSet
+        } finally Seq(holding, fetching).foreach(ShareConsumerPool.giveBack)
+      val marks =
+        AcknowledgementMarks(1, released.map(o => RecordCoordinates(topic, 0, o) -> AcknowledgeType.RELEASE).toMap)
       if (closedBy == "the closing job") {
         assert(ShareConsumerPool.closeRun(run, committedThrough = 1, marks, Map.empty, here) == 2)
         markStopped(run)
       } else {
         markStopped(run, committedThrough = 1, marks)
         ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
-        assert(ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here) == 0, "the janitor closed both")
+        assert(
+          ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here) == 0,
+          "the janitor closed both"
+        )
       }
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 10)
-      assert(redelivered == released.map(_ -> 2).toMap,
-        s"closed by $closedBy, holder slot $holder: the RELEASE-marked records, each delivered once more")
+      assert(
+        redelivered == released.map(_ -> 2).toMap,
+        s"closed by $closedBy, holder slot $holder: the RELEASE-marked records, each delivered once more"
+      )
     }
   }
 
-  test("a consumer's first poll waits just past the group's assignment interval, 1 s at least, its later polls their whole timeout") {
+  test(
+    "a consumer's first poll waits just past the group's assignment interval, 1 s at least, its later polls their whole timeout"
+  ) {
     // A consumer that joins after another gets its partitions with the group's next assignment, in
     // the answer it gets as its first poll returns: waiting longer would hold the first round for
     // nothing. With the interval at 0 it still needs the time to join and fetch.
     for ((interval, least) <- Seq(Duration.ofSeconds(2) -> 2200L, Duration.ZERO -> 1000L)) {
       val (topic, group) = topicAndGroup(0)
-      val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), config(group, s"first-poll-$topic"),
-        limits(interval.toMillis))
+      val slot = new ShareConsumerSlot(
+        SlotKey(UUID.randomUUID().toString, 1),
+        config(group, s"first-poll-$topic"),
+        limits(interval.toMillis)
+      )
       def emptyRoundMs(round: Long): Long = {
         val started = System.nanoTime()
         assert(slot.pollRound(round, Set(topic), Duration.ofSeconds(8)).isEmpty)
@@ -481,21 +567,29 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       }
       try {
         val (first, second) = (emptyRoundMs(0), emptyRoundMs(1))
-        assert(first >= least && first < least + 3000, s"interval $interval: the first poll took $first ms, not the 8 s timeout")
+        assert(
+          first >= least && first < least + 3000,
+          s"interval $interval: the first poll took $first ms, not the 8 s timeout"
+        )
         assert(second >= 7900, s"interval $interval: the second poll took $second ms, not its whole 8 s timeout")
       } finally slot.close(-1L, AcknowledgementMarks.None, Duration.ofSeconds(30))
     }
   }
 
-  test("a renewal the broker applies in part keeps the round whole for a re-read, and only the renewed records locked") {
+  test(
+    "a renewal the broker applies in part keeps the round whole for a re-read, and only the renewed records locked"
+  ) {
     val (kept, gone) = (newTopic("renewal", 0), newTopic("renewal", 0))
     val lock = 6.seconds
     val group = newGroup(s"g-$kept", "share.record.lock.duration.ms" -> lock.toMillis.toString)
     // The slot alone, without the pool's renewer: the test decides when it renews. Its fetches wait
     // 2 s for data, so that one response brings the records of both topics.
     val fetchesWaiting = config(group, s"renewal-$kept", "fetch.min.bytes" -> "1000000", "fetch.max.wait.ms" -> "2000")
-    val slot = new ShareConsumerSlot(SlotKey(UUID.randomUUID().toString, 1), fetchesWaiting,
-      WholeTimeoutFirstPoll.copy(lockDurationMs = lock.toMillis))
+    val slot = new ShareConsumerSlot(
+      SlotKey(UUID.randomUUID().toString, 1),
+      fetchesWaiting,
+      WholeTimeoutFirstPoll.copy(lockDurationMs = lock.toMillis)
+    )
     def waitTill(deadline: Deadline): Unit = Thread.sleep(math.max(0L, deadline.timeLeft.toMillis))
     try {
       // An empty round first: the group starts reading both topics, so one poll can bring records of both.

@@ -34,11 +34,16 @@ class SlotProtocolSuite extends AnyFunSuite {
   private def slot(groupLimits: GroupLimits = limits())(script: ScriptedShareConsumer => Unit)
       : (ShareConsumerSlot, ScriptedShareConsumer) = {
     var consumer: ScriptedShareConsumer = null
-    val s = new ShareConsumerSlot(SlotKey("run", 3), groupConfig, groupLimits, (_, outcomes) => {
-      consumer = new ScriptedShareConsumer(outcomes)
-      script(consumer)
-      consumer
-    })
+    val s = new ShareConsumerSlot(
+      SlotKey("run", 3),
+      groupConfig,
+      groupLimits,
+      (_, outcomes) => {
+        consumer = new ScriptedShareConsumer(outcomes)
+        script(consumer)
+        consumer
+      }
+    )
     (s, consumer)
   }
 
@@ -50,7 +55,9 @@ class SlotProtocolSuite extends AnyFunSuite {
 
   private val second = Duration.ofSeconds(1)
 
-  test("Idle to Holding: a round's poll returns what arrives, the first poll waiting just past the assignment interval") {
+  test(
+    "Idle to Holding: a round's poll returns what arrives, the first poll waiting just past the assignment interval"
+  ) {
     val (s, c) = slot(limits(assignmentIntervalMs = 300))(_.willPoll(Records(), Records(record(1), record(2))))
     assert(s.joinsWithNextPoll(Set("t")))
     assert(offsets(s.pollRound(1, Set("t"), Duration.ofSeconds(30))) == Seq(1, 2))
@@ -63,31 +70,50 @@ class SlotProtocolSuite extends AnyFunSuite {
     intercept[IllegalStateException](s.pollRound(2, Set("t"), second))
   }
 
-  test("Holding to Idle: settling ACCEPTs a committed round as marked, RELEASEs an uncommitted one or one left behind") {
+  test(
+    "Holding to Idle: settling ACCEPTs a committed round as marked, RELEASEs an uncommitted one or one left behind"
+  ) {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2), record(3))))
     s.pollRound(1, Set("t"), second)
-    assert(s.settle(committedThrough = 0, AcknowledgementMarks.None) == Settlement(accepted = 0, released = 3, rejected = 0))
+    assert(s.settle(committedThrough = 0, AcknowledgementMarks.None) == Settlement(
+      accepted = 0,
+      released = 3,
+      rejected = 0
+    ))
     assert(!s.holds(1))
     c.willPoll(Records(record(4), record(5), record(6)))
     s.pollRound(2, Set("t"), second)
-    val marks = AcknowledgementMarks(2, Map(RecordCoordinates("t", 0, 5) -> AcknowledgeType.RELEASE,
-      RecordCoordinates("t", 0, 6) -> AcknowledgeType.REJECT))
+    val marks = AcknowledgementMarks(
+      2,
+      Map(
+        RecordCoordinates("t", 0, 5) -> AcknowledgeType.RELEASE,
+        RecordCoordinates("t", 0, 6) -> AcknowledgeType.REJECT
+      )
+    )
     assert(s.settle(committedThrough = 2, marks) == Settlement(accepted = 1, released = 1, rejected = 1))
     assert(s.flush(second).contains(Set.empty))
     assert(appliedOf(c, AcknowledgeType.RELEASE) == Seq(1, 2, 3, 5) && appliedOf(c, AcknowledgeType.REJECT) == Seq(6))
     c.willPoll(Records(record(7)))
     s.pollRound(3, Set("t"), second)
-    assert(s.settle(committedThrough = 3, AcknowledgementMarks.None, atHome = false).released == 1, "a consumer left behind")
+    assert(
+      s.settle(committedThrough = 3, AcknowledgementMarks.None, atHome = false).released == 1,
+      "a consumer left behind"
+    )
   }
 
-  test("Holding to Holding: records delivered before are ACCEPTed at once, records another slot logged first are hidden") {
+  test(
+    "Holding to Holding: records delivered before are ACCEPTed at once, records another slot logged first are hidden"
+  ) {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2), record(3))))
     s.pollRound(4, Set("t"), second)
     assert(offsets(s.acceptDelivered(4, Set(RecordCoordinates("t", 0, 1)))) == Seq(2, 3))
     assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1), "sent at once")
     assert(offsets(s.hide(4, Set(RecordCoordinates("t", 0, 3)))) == Seq(2))
     assert(s.heldCount(4) == 2 && s.heldFor(4).map(offsets).contains(Seq(2)), "hidden, still held")
-    assert(s.settle(committedThrough = 4, AcknowledgementMarks.None).accepted == 2, "hidden records settle with the round")
+    assert(
+      s.settle(committedThrough = 4, AcknowledgementMarks.None).accepted == 2,
+      "hidden records settle with the round"
+    )
     intercept[IllegalStateException](s.hide(4, Set.empty)) // not held any more
   }
 
@@ -99,7 +125,9 @@ class SlotProtocolSuite extends AnyFunSuite {
     assert(s.releaseRound(5, second).isEmpty, "nothing left to release")
   }
 
-  test("Holding to Holding with records ahead: the renewer takes in what the background fetch brought after an empty round") {
+  test(
+    "Holding to Holding with records ahead: the renewer takes in what the background fetch brought after an empty round"
+  ) {
     val (s, c) = slot(limits(lockMs = 400))(_.willPoll(Records()))
     assert(s.pollRound(6, Set("t"), Duration.ofMillis(50)).isEmpty)
     c.willPoll(Records(record(8), record(9)))
@@ -112,7 +140,9 @@ class SlotProtocolSuite extends AnyFunSuite {
     assert(c.pollTimeouts.size == polls, "handed out without a poll")
   }
 
-  test("Holding, renewed: RENEW, commit, poll; a partition refused, or no answer in time, leaves its records unlocked") {
+  test(
+    "Holding, renewed: RENEW, commit, poll; a partition refused, or no answer in time, leaves its records unlocked"
+  ) {
     val (s, c) = slot(limits(lockMs = 100))(_.willPoll(Records(record(1), record(2, topic = "u"))))
     s.pollRound(1, Set("t", "u"), second)
     Thread.sleep(60)
@@ -125,7 +155,10 @@ class SlotProtocolSuite extends AnyFunSuite {
     c.willCommit(NoAnswer)
     s.renewLocksIfDue() // the broker does not answer: the renewal renewed nothing the slot knows of
     assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(0, 0, 0), "counted once the answer comes")
-    assert(s.settle(committedThrough = 1, AcknowledgementMarks.None) == Settlement(0, 0, 0), "nothing held to acknowledge")
+    assert(
+      s.settle(committedThrough = 1, AcknowledgementMarks.None) == Settlement(0, 0, 0),
+      "nothing held to acknowledge"
+    )
     assert(s.heldFor(1).isEmpty)
   }
 
@@ -144,13 +177,17 @@ class SlotProtocolSuite extends AnyFunSuite {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2, topic = "u"))))
     s.pollRound(1, Set("t", "u"), second)
     s.settle(committedThrough = 1, AcknowledgementMarks.None)
-    c.willCommit(Refusing(Map(new TopicPartition("t", 0) -> new InvalidRecordStateException("expired"),
-      new TopicPartition("u", 0) -> new KafkaException("not the leader"))))
+    c.willCommit(Refusing(Map(
+      new TopicPartition("t", 0) -> new InvalidRecordStateException("expired"),
+      new TopicPartition("u", 0) -> new KafkaException("not the leader")
+    )))
     assert(s.flush(second).contains(Set(new TopicPartition("t", 0), new TopicPartition("u", 0))))
     assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(renewed = 0, expired = 1, failed = 1))
   }
 
-  test("Idle or Holding to Stopped, then Closed: stopping leaves the group and keeps the round for the close to settle") {
+  test(
+    "Idle or Holding to Stopped, then Closed: stopping leaves the group and keeps the round for the close to settle"
+  ) {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2))))
     s.pollRound(1, Set("t"), second)
     assert(s.stopFetching().compareTo(Duration.ZERO) > 0, "waits out a fetch the client sent")
@@ -177,7 +214,9 @@ class SlotProtocolSuite extends AnyFunSuite {
     assert(again.getCondition == "KAFKA_SHARE_NOT_AUTHORIZED" && again.getMessage.contains("no READ on group g"))
   }
 
-  test("a task failing mid-round: a poll that throws leaves the slot idle and subscribed, for the retry to poll again") {
+  test(
+    "a task failing mid-round: a poll that throws leaves the slot idle and subscribed, for the retry to poll again"
+  ) {
     val (s, c) = slot()(_.willPoll(Throws(new KafkaException("the broker went away")), Records(record(1))))
     intercept[KafkaException](s.pollRound(1, Set("t"), second))
     assert(!s.holds(1))

@@ -45,9 +45,13 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
   }
 
   private def produce(topic: String, partitions: Int, perPartition: Int): Unit = {
-    val producer = new KafkaProducer[String, String](Map[String, Object]("bootstrap.servers" -> bootstrap).asJava,
-      new StringSerializer, new StringSerializer)
-    try for (p <- 0 until partitions; i <- 0 until perPartition) producer.send(new ProducerRecord(topic, p, null, s"r-$i"))
+    val producer = new KafkaProducer[String, String](
+      Map[String, Object]("bootstrap.servers" -> bootstrap).asJava,
+      new StringSerializer,
+      new StringSerializer
+    )
+    try for (p <- 0 until partitions; i <- 0 until perPartition)
+        producer.send(new ProducerRecord(topic, p, null, s"r-$i"))
     finally producer.close()
   }
 
@@ -57,11 +61,13 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
     KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap((Map(
       "kafka.bootstrap.servers" -> bootstrap,
       "kafka.share.group.id" -> group,
-      "subscribe" -> topics.mkString(",")) ++ extra).asJava))
+      "subscribe" -> topics.mkString(",")
+    ) ++ extra).asJava))
 
   private def configure(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): Unit = {
     val groupAdmin = new ShareGroupAdmin(options.connection)
-    try groupAdmin.configureGroup(options, partitions) finally groupAdmin.close()
+    try groupAdmin.configureGroup(options, partitions)
+    finally groupAdmin.close()
   }
 
   /** The group's share-partition start offsets, as Kafka's Admin API reports them. */
@@ -74,8 +80,15 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
     admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group).get(30, SECONDS).members().size()
 
   private def shareConsumer(group: String, topics: String*): KafkaShareConsumer[Array[Byte], Array[Byte]] = {
-    val consumer = new KafkaShareConsumer(Map[String, Object]("bootstrap.servers" -> bootstrap, "group.id" -> group,
-      "share.acknowledgement.mode" -> "explicit").asJava, new ByteArrayDeserializer, new ByteArrayDeserializer)
+    val consumer = new KafkaShareConsumer(
+      Map[String, Object](
+        "bootstrap.servers" -> bootstrap,
+        "group.id" -> group,
+        "share.acknowledgement.mode" -> "explicit"
+      ).asJava,
+      new ByteArrayDeserializer,
+      new ByteArrayDeserializer
+    )
     consumer.subscribe(topics.asJava)
     consumer
   }
@@ -98,20 +111,29 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   test("a new group's share-partitions start where startingOffsets says, before any consumer joins") {
     val topic = topicWith(partitions = 2, perPartition = 10)
-    admin.deleteRecords(Map(new TopicPartition(topic, 0) -> RecordsToDelete.beforeOffset(4L)).asJava).all().get(30, SECONDS)
+    admin.deleteRecords(Map(new TopicPartition(topic, 0) -> RecordsToDelete.beforeOffset(4L)).asJava).all().get(
+      30,
+      SECONDS
+    )
     val group = s"g-start-${newId()}"
 
     configure(options(group, Seq(topic), "startingOffsets" -> "earliest"), partitionsOf(topic, 2))
 
     assert(memberCount(group) == 0)
-    assert(startOffsets(group) == Map(new TopicPartition(topic, 0) -> 4L, new TopicPartition(topic, 1) -> 0L),
-      "each partition starts at its earliest record")
+    assert(
+      startOffsets(group) == Map(new TopicPartition(topic, 0) -> 4L, new TopicPartition(topic, 1) -> 0L),
+      "each partition starts at its earliest record"
+    )
     val consumer = shareConsumer(group, topic)
-    val acquired = try acquire(consumer, 16) finally consumer.close()
+    val acquired =
+      try acquire(consumer, 16)
+      finally consumer.close()
     assert(acquired.sorted == ((4L until 10L).map(0 -> _) ++ (0L until 10L).map(1 -> _)))
   }
 
-  test("a new group that starts at latest reads the records produced after the query started, before its consumers joined") {
+  test(
+    "a new group that starts at latest reads the records produced after the query started, before its consumers joined"
+  ) {
     val topic = topicWith(partitions = 1, perPartition = 5)
     val group = s"g-start-${newId()}"
 
@@ -121,18 +143,25 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
     assert(startOffsets(group) == Map(new TopicPartition(topic, 0) -> 5L))
     // Without the start at query start, Kafka would start the partition when this consumer joins: at 8, acquiring nothing.
     val consumer = shareConsumer(group, topic)
-    val acquired = try acquire(consumer, 3) finally consumer.close()
+    val acquired =
+      try acquire(consumer, 3)
+      finally consumer.close()
     assert(acquired == Seq(0 -> 5L, 0 -> 6L, 0 -> 7L))
   }
 
-  test("a group that has read keeps its position; a partition it has no state for starts where the group's config says") {
+  test(
+    "a group that has read keeps its position; a partition it has no state for starts where the group's config says"
+  ) {
     val (read, added) = (topicWith(partitions = 1, perPartition = 10), topicWith(partitions = 1, perPartition = 10))
     val group = s"g-start-${newId()}"
     val readPartition = new TopicPartition(read, 0)
     admin.alterShareGroupOffsets(group, Map(readPartition -> java.lang.Long.valueOf(7L)).asJava).all().get(30, SECONDS)
 
     // startingOffsets applies only to a new group: the new partition gets the group's share.auto.offset.reset (latest).
-    configure(options(group, Seq(read, added), "startingOffsets" -> "earliest"), Seq(readPartition, new TopicPartition(added, 0)))
+    configure(
+      options(group, Seq(read, added), "startingOffsets" -> "earliest"),
+      Seq(readPartition, new TopicPartition(added, 0))
+    )
 
     assert(startOffsets(group) == Map(readPartition -> 7L, new TopicPartition(added, 0) -> 10L))
   }
@@ -152,16 +181,27 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
     } finally member.close()
   }
 
-  test("the group's limits are its configs: the broker's defaults, the options the query set, then what an operator set") {
+  test(
+    "the group's limits are its configs: the broker's defaults, the options the query set, then what an operator set"
+  ) {
     val topic = topicWith(partitions = 1, perPartition = 0)
     val group = s"g-limits-${newId()}"
     val groupAdmin = new ShareGroupAdmin(options(group, Seq(topic)).connection)
     try {
-      assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = true, recordLocksPerPartition = 2000, lockDurationMs = 30000L,
-        assignmentIntervalMs = 1000L))
+      assert(groupAdmin.groupLimits() == GroupLimits(
+        renewAllowed = true,
+        recordLocksPerPartition = 2000,
+        lockDurationMs = 30000L,
+        assignmentIntervalMs = 1000L
+      ))
 
-      val asked = options(group, Seq(topic), "kafka.share.lock.timeout.ms" -> "20000",
-        "kafka.share.partition.max.record.locks" -> "3000", "kafka.share.assignment.interval.ms" -> "0")
+      val asked = options(
+        group,
+        Seq(topic),
+        "kafka.share.lock.timeout.ms" -> "20000",
+        "kafka.share.partition.max.record.locks" -> "3000",
+        "kafka.share.assignment.interval.ms" -> "0"
+      )
       assert(groupAdmin.configureGroup(asked, partitionsOf(topic, 1)) == GroupLimits(true, 3000, 20000L, 0L))
 
       val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
@@ -171,8 +211,12 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
       // The broker takes the change from its metadata log: a describe right after the alter may show
       // the old configs for a moment, and a running query reads them again every 5 s.
       eventually(timeout(10.seconds)) {
-        assert(groupAdmin.groupLimits() == GroupLimits(renewAllowed = false, recordLocksPerPartition = 3000, lockDurationMs = 45000L,
-          assignmentIntervalMs = 0L))
+        assert(groupAdmin.groupLimits() == GroupLimits(
+          renewAllowed = false,
+          recordLocksPerPartition = 3000,
+          lockDurationMs = 45000L,
+          assignmentIntervalMs = 0L
+        ))
       }
     } finally groupAdmin.close()
   }

@@ -11,12 +11,16 @@ import org.apache.spark.sql.internal.SharedState
  * DataFrame has none of them.
  */
 object ClassicSparkApi {
+
   /** The state the session shares with its siblings (the running streaming queries among it). */
-  def sharedState(session: SparkSession): Option[SharedState] = call(session, "sharedState").collect { case s: SharedState => s }
+  def sharedState(session: SparkSession): Option[SharedState] =
+    call(session, "sharedState").collect { case s: SharedState => s }
 
   /** The execution of a DataFrame, whose RDD holds the input partitions of its scans. */
-  def queryExecution(df: Dataset[_]): Option[QueryExecution] = call(df, "queryExecution").collect { case q: QueryExecution => q }
+  def queryExecution(df: Dataset[_]): Option[QueryExecution] =
+    call(df, "queryExecution").collect { case q: QueryExecution => q }
 
   private def call(target: AnyRef, method: String): Option[AnyRef] =
-    try Some(target.getClass.getMethod(method).invoke(target)) catch { case _: NoSuchMethodException => None }
+    try Some(target.getClass.getMethod(method).invoke(target))
+    catch { case _: NoSuchMethodException => None }
 }

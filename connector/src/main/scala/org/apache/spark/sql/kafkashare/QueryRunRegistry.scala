@@ -20,6 +20,7 @@ import org.apache.spark.util.RpcUtils
 object QueryRunRegistry extends Logging {
 
   private val EndpointName = "KafkaShareQueryRuns"
+
   /** An executor that cannot get an answer in this time takes the run as unanswered ([[RunLookUp.Unanswered]]). */
   private val AskTimeout = new RpcTimeout(10.seconds, "kafka-share query run lookup")
 
@@ -30,8 +31,10 @@ object QueryRunRegistry extends Logging {
   private val Logged = "kafka-share-logged"
   private val StoppedReply = "stopped"
   private val NoMarks = RoundMarks(-1L, Map.empty)
+
   /** How many stopped runs the driver remembers, the latest ones: an application may start queries for days. */
   val StoppedRunsKept = 1000
+
   /**
    * How many of those keep their last round's marks, the latest ones: marks can number a batch's
    * records. A missed consumer's janitor asks within seconds of the stop; one that asks about an
@@ -41,17 +44,23 @@ object QueryRunRegistry extends Logging {
 
   private final class Endpoint(override val rpcEnv: RpcEnv) extends ThreadSafeRpcEndpoint {
     val runs = new ConcurrentHashMap[String, RunState]()
+
     /** Per run, counts by metric name. */
     val countedOutsideTasks = new ConcurrentHashMap[String, Map[String, Long]]()
+
     /** Stopped runs, oldest first, with their last state and the marks of its committed round. */
     val stopped = new java.util.LinkedHashMap[String, (RunState, RoundMarks)]()
+
     /** Per running run, for each round not yet committed: the slots that logged it, in the order they said so. */
     val logOrder = new ConcurrentHashMap[String, Map[Long, Vector[Int]]]()
 
     override def receive: PartialFunction[Any, Unit] = {
       case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
-        countedOutsideTasks.computeIfPresent(runId, (_, sums) =>
-          counts.foldLeft(sums) { case (s, (name, n)) => s.updated(name, s.getOrElse(name, 0L) + n) })
+        countedOutsideTasks.computeIfPresent(
+          runId,
+          (_, sums) =>
+            counts.foldLeft(sums) { case (s, (name, n)) => s.updated(name, s.getOrElse(name, 0L) + n) }
+        )
     }
 
     override def receiveAndReply(context: RpcCallContext): PartialFunction[Any, Unit] = {
@@ -63,11 +72,14 @@ object QueryRunRegistry extends Logging {
       case (Logged, runId: String, round: Long, slot: Int) =>
         val running = Option(runs.get(runId)).filter(round > _.committedThrough)
         context.reply(running.map { _ =>
-          val order = logOrder.compute(runId, (_, byRound) => {
-            val rounds = Option(byRound).getOrElse(Map.empty[Long, Vector[Int]])
-            val slots = rounds.getOrElse(round, Vector.empty)
-            if (slots.contains(slot)) rounds else rounds.updated(round, slots :+ slot)
-          })(round)
+          val order = logOrder.compute(
+            runId,
+            (_, byRound) => {
+              val rounds = Option(byRound).getOrElse(Map.empty[Long, Vector[Int]])
+              val slots = rounds.getOrElse(round, Vector.empty)
+              if (slots.contains(slot)) rounds else rounds.updated(round, slots :+ slot)
+            }
+          )(round)
           order.takeWhile(_ != slot)
         })
     }
@@ -81,7 +93,8 @@ object QueryRunRegistry extends Logging {
     val env = SparkEnv.get
     driverEndpoint.collect { case (e, endpoint) if e eq env => endpoint }.getOrElse {
       val endpoint = new Endpoint(env.rpcEnv)
-      try env.rpcEnv.setupEndpoint(EndpointName, endpoint) catch {
+      try env.rpcEnv.setupEndpoint(EndpointName, endpoint)
+      catch {
         // Another copy of the connector, in a class loader of its own, registered first. Executors then
         // find our runs unknown, and fall back to the idle timeout alone.
         case e: IllegalArgumentException =>
@@ -129,19 +142,26 @@ object QueryRunRegistry extends Logging {
     Option(endpoint().countedOutsideTasks.get(runId)).getOrElse(Map.empty)
 
   /** Anywhere: what the driver knows of the run: its state as last published, or that it stopped. */
-  def lookUp(runId: String): RunLookUp = try {
-    driver().askSync[Any]((LookUp, runId), AskTimeout) match {
-      case Some((committedThrough: Long, homes: Map[Int, String] @unchecked)) => RunLookUp.Running(RunState(committedThrough, homes))
-      case Some((StoppedReply, committedThrough: Long, homes: Map[Int, String] @unchecked, round: Long,
-          marks: Map[(String, Int, Long), String] @unchecked)) =>
-        RunLookUp.Stopped(RunState(committedThrough, homes), RoundMarks(round, marks))
-      case _ => RunLookUp.Unknown
+  def lookUp(runId: String): RunLookUp =
+    try {
+      driver().askSync[Any]((LookUp, runId), AskTimeout) match {
+        case Some((committedThrough: Long, homes: Map[Int, String] @unchecked)) =>
+          RunLookUp.Running(RunState(committedThrough, homes))
+        case Some((
+              StoppedReply,
+              committedThrough: Long,
+              homes: Map[Int, String] @unchecked,
+              round: Long,
+              marks: Map[(String, Int, Long), String] @unchecked
+            )) =>
+          RunLookUp.Stopped(RunState(committedThrough, homes), RoundMarks(round, marks))
+        case _ => RunLookUp.Unknown
+      }
+    } catch {
+      case NonFatal(e) =>
+        logWarning(s"Could not ask the driver about query run $runId: ${e.getMessage}")
+        RunLookUp.Unanswered
     }
-  } catch {
-    case NonFatal(e) =>
-      logWarning(s"Could not ask the driver about query run $runId: ${e.getMessage}")
-      RunLookUp.Unanswered
-  }
 
   /**
    * Anywhere: tells the driver that `slot` logged its records of `round` (its file is in the records
@@ -151,7 +171,8 @@ object QueryRunRegistry extends Logging {
    * driver's to order (another copy of the connector answers). Throws if the driver does not answer in time.
    */
   def loggedBefore(runId: String, round: Long, slot: Int): Option[Seq[Int]] =
-    try driver().askSync[Option[Seq[Int]]]((Logged, runId, round, slot), AskTimeout) catch {
+    try driver().askSync[Option[Seq[Int]]]((Logged, runId, round, slot), AskTimeout)
+    catch {
       case e: TimeoutException => throw e // Spark's RpcTimeoutException, private to its package in 3.5
       case NonFatal(e) =>
         logWarning(s"The driver cannot order the records logs of query run $runId: ${e.getMessage}")
@@ -163,7 +184,8 @@ object QueryRunRegistry extends Logging {
    * acknowledgements that failed), by metric name, for its metrics.
    */
   def reportCountedOutsideTasks(runId: String, counts: Map[String, Long]): Unit =
-    try driver().send((CountedOutsideTasks, runId, counts)) catch {
+    try driver().send((CountedOutsideTasks, runId, counts))
+    catch {
       case NonFatal(e) => logWarning(s"Could not tell the driver about ${counts.mkString(", ")}: ${e.getMessage}")
     }
 

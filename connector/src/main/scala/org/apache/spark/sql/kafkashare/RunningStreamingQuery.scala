@@ -27,7 +27,8 @@ final class RunningStreamingQuery private (execution: AnyRef) {
    * `asyncProgressTrackingEnabled`): then a batch's commit log entry may be written after the next
    * batch has started, or only in memory, and the offset log holds only some batches.
    */
-  def tracksProgressAsynchronously: Boolean = StreamExecutionClasses.asyncProgressTracking.exists(_.isInstance(execution))
+  def tracksProgressAsynchronously: Boolean =
+    StreamExecutionClasses.asyncProgressTracking.exists(_.isInstance(execution))
 
   /** The end offset of `stream`'s last batch that the query has committed, as the query holds it in memory. */
   def committedOffset(stream: SparkDataStream): Option[Offset] = call("committedOffsets") match {
@@ -39,6 +40,7 @@ final class RunningStreamingQuery private (execution: AnyRef) {
 }
 
 object RunningStreamingQuery {
+
   /** The local property Spark sets on a query's thread to its id (StreamExecution.QUERY_ID_KEY). */
   private val QueryIdKey = "sql.streaming.queryId"
 
