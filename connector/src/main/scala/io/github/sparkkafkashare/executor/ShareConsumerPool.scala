@@ -3,7 +3,6 @@ package io.github.sparkkafkashare.executor
 import java.time.Duration
 import java.util.concurrent.{CompletableFuture, ConcurrentHashMap, ExecutorService, Executors, ScheduledExecutorService, ThreadFactory, TimeUnit}
 import java.util.concurrent.atomic.AtomicInteger
-import java.util.concurrent.locks.ReentrantLock
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -11,19 +10,16 @@ import scala.util.control.NonFatal
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
-import io.github.sparkkafkashare.options.KafkaShareSparkConf
-import io.github.sparkkafkashare.runs.RunLookUp
 import org.apache.kafka.clients.consumer.ConsumerConfig
-import org.apache.spark.SparkEnv
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
+import org.apache.spark.sql.kafkashare.ExecutorLocality
 
 /**
  * The share consumers living in this JVM (an executor, or the driver in local mode), one per slot
  * of each running query. They outlive tasks on purpose: a consumer per task would churn group
  * membership, and the consumer that acquired records is the only one that may acknowledge them.
  *
- * A consumer is closed when its query stops, or by the janitor ([[tidy]]) once unused for
+ * A consumer is closed when its query stops, or by the janitor ([[ConsumerJanitor]]) once unused for
  * `spark.kafkaShare.consumer.cache.timeout` (5 minutes by default). One whose slot moved to another
  * executor releases what it holds at the next task of its query here (and stays open, in case the
  * slot comes back soon), or when the janitor finds it unused (and leaves the group), whichever
@@ -35,7 +31,7 @@ import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry}
  */
 private[sparkkafkashare] object ShareConsumerPool extends Logging {
 
-  /** How often the janitor looks at consumers no task uses, and how long one must have been unused. */
+  /** How often the janitor ([[ConsumerJanitor]]) looks at consumers no task uses, and how long one must have been unused. */
   val TidyInterval: Duration = Duration.ofSeconds(5)
   val CloseTimeout: Duration = Duration.ofSeconds(30)
 
@@ -53,18 +49,15 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
 
-  /** Held by the janitor through each look, so that the JVM's exit waits for the closes it has begun. */
-  private val tidying = new ReentrantLock()
-
   /** How long the JVM's exit waits, in all, for the janitor and for the consumers to close. */
   val ExitWait: Duration = Duration.ofSeconds(10)
 
-  /** Runs the janitor ([[tidy]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
+  /** Runs the janitor ([[ConsumerJanitor.tidy]]) and the renewal checks ([[renewLocks]]) on two threads, so neither waits for the other. */
   private lazy val background: ScheduledExecutorService = {
     val executor = Executors.newScheduledThreadPool(2, daemonThreads("kafka-share-consumer-pool"))
     // Skipped while no SparkContext runs: an exception here would end the schedule for the JVM's life.
     executor.scheduleWithFixedDelay(
-      () => ExecutorLocality.runningExecutor().foreach(tidy(_)),
+      () => ExecutorLocality.runningExecutor().foreach(ConsumerJanitor.tidy(_)),
       TidyInterval.toMillis,
       TidyInterval.toMillis,
       TimeUnit.MILLISECONDS
@@ -91,7 +84,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   private[executor] def closeAllAtExit(): Unit = {
     val deadline = System.nanoTime() + ExitWait.toNanos
     def timeLeft = Duration.ofNanos(math.max(0L, deadline - System.nanoTime()))
-    if (tidying.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)) tidying.unlock()
+    ConsumerJanitor.awaitLook(timeLeft)
     slots.forEach { (key, slot) =>
       if (slot.lock.tryLock(timeLeft.toNanos, TimeUnit.NANOSECONDS)) {
         try close(key, committedThrough = -1L, AcknowledgementMarks.None, timeLeft)
@@ -123,7 +116,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * How long a stopping run waits for a task that uses a slot's consumer, at each step (stop fetching,
    * close). A task that runs on past its query's stop (user code that ignores the interrupt) keeps the
    * consumer and its records, which stay locked; once it ends, the janitor closes the consumer as the
-   * stop would have ([[tidy]]), or, if the JVM exits first, the group delivers the records again when
+   * stop would have ([[ConsumerJanitor]]), or, if the JVM exits first, the group delivers the records again when
    * their locks expire. Without a bound, such a task would hold up the query's stop.
    */
   val InUseWait: Duration = Duration.ofSeconds(10)
@@ -261,8 +254,9 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     }.count(_.join())
   }
 
-  private def slotsOf(runId: String): Seq[(SlotKey, ShareConsumerSlot)] =
-    slots.asScala.toSeq.filter(_._1.runId == runId)
+  private[executor] def allSlots: Seq[(SlotKey, ShareConsumerSlot)] = slots.asScala.toSeq
+
+  private[executor] def slotsOf(runId: String): Seq[(SlotKey, ShareConsumerSlot)] = allSlots.filter(_._1.runId == runId)
 
   /**
    * Stops this JVM's consumers of a query run fetching, and waits out the fetches they had already
@@ -275,7 +269,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    */
   def stopFetching(runId: String): Unit = stopFetching(slotsOf(runId).map(_._2), InUseWait)
 
-  private def stopFetching(running: Seq[ShareConsumerSlot], inUseWait: Duration): Unit =
+  private[executor] def stopFetching(running: Seq[ShareConsumerSlot], inUseWait: Duration): Unit =
     running.map(slot =>
       CompletableFuture.runAsync(
         () => {
@@ -303,7 +297,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       false
     }
 
-  private def closeAsRunEnds(
+  private[executor] def closeAsRunEnds(
       key: SlotKey,
       committedThrough: Long,
       marks: AcknowledgementMarks,
@@ -314,7 +308,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     if (slotHomes.get(key.slot).forall(_ == here)) close(key, committedThrough, marks, inUseWait = inUseWait)
     else close(key, committedThrough = -1L, AcknowledgementMarks.None, inUseWait = inUseWait)
 
-  private def close(
+  private[executor] def close(
       key: SlotKey,
       committedThrough: Long,
       marks: AcknowledgementMarks,
@@ -335,16 +329,10 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
   }
 
   /** Drops what this JVM keeps of an ended run besides its consumers. */
-  private def forgetRun(runId: String): Unit = {
+  private[executor] def forgetRun(runId: String): Unit = {
     DeliveredRecordsIndex.forget(runId)
     unreported.keySet().removeIf(_.runId == runId)
   }
-
-  /** Read at each look, as a JVM may run several SparkContexts one after another (tests do). */
-  private def configuredIdleTimeout: Duration =
-    Option(SparkEnv.get).fold(KafkaShareSparkConf.DefaultConsumerCacheTimeout)(env =>
-      KafkaShareSparkConf.consumerCacheTimeout(env.conf)
-    )
 
   private def renewLocks(): Unit = slots.values().forEach { slot =>
     if (renewing.add(slot.key)) brokerCalls.execute { () =>
@@ -352,98 +340,6 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       catch {
         case NonFatal(e) => logWarning(s"Renewing the record locks of slot ${slot.key.slot} failed", e)
       } finally renewing.remove(slot.key)
-    }
-  }
-
-  /**
-   * The janitor, for consumers no task has used for `unusedFor`: asks the driver about their query
-   * run ([[QueryRunRegistry]]), once per run. A consumer of a running query whose slot now lives on
-   * another executor RELEASEs what it holds of committed rounds and leaves the group, even if no task
-   * of the query comes back here: while a member, it keeps partitions assigned to it that no one
-   * reads. A consumer unused for `idleTimeout` is closed too, unless what it holds waits for the
-   * slot's next task ([[ShareConsumerSlot.awaitsTask]]): a batch may run longer than that (a slow
-   * foreachBatch) and its records must stay locked until it commits; the records of a batch that
-   * has just committed are the next task's to acknowledge, by the batch's marks, and records taken
-   * in ahead are the next task's to hand out. If the driver does not answer, the run may still be
-   * running, so a consumer holding a round stays. A consumer of a run that stopped was missed by the
-   * run's closing job: it is closed at once, settled as that job would have (by the run's last
-   * committed round and its marks, or RELEASEd if its slot had moved), so that it neither stays a
-   * member of the group nor keeps records locked, nor gives back records of a committed batch. A
-   * consumer of a run the driver does not know (another copy of the connector answered) is closed
-   * after the idle timeout, settled by what it last learned was committed.
-   */
-  private[executor] def tidy(
-      here: String,
-      unusedFor: Duration = TidyInterval,
-      idleTimeout: Duration = configuredIdleTimeout,
-      lookUp: String => RunLookUp = QueryRunRegistry.lookUp
-  ): Unit =
-    try {
-      tidying.lock()
-      try tidyUnused(here, unusedFor, idleTimeout, lookUp)
-      finally tidying.unlock()
-    } catch {
-      case NonFatal(e) => logWarning("The share consumer pool's janitor failed; it tries again shortly", e)
-    }
-
-  private def tidyUnused(
-      here: String,
-      unusedFor: Duration,
-      idleTimeout: Duration,
-      lookUp: String => RunLookUp
-  ): Unit = {
-    val now = System.nanoTime()
-    def unused(slot: ShareConsumerSlot, d: Duration) = !slot.lock.isLocked && now - slot.lastUsedNanos >= d.toNanos
-    slots.asScala.toSeq.filter { case (_, slot) => unused(slot, unusedFor) }.groupBy(_._1.runId).foreach {
-      case (runId, unusedSlots) =>
-        val run = lookUp(runId)
-        run match {
-          case RunLookUp.Running(state) =>
-            val counted = releaseLeftBehind(runId, state.homes, here, state.committedThrough)
-            if (counted.nonEmpty)
-              QueryRunRegistry.reportCountedOutsideTasks(runId, counted.map { case (m, n) => m.name -> n })
-          // Those left of a stopped run are all closed below: none may fetch what another releases.
-          case RunLookUp.Stopped(_, _) => stopFetching(unusedSlots.map(_._2), InUseWait)
-          case _ =>
-        }
-        unusedSlots.foreach { case (key, slot) =>
-          val movedTo = run match {
-            case RunLookUp.Running(state) => state.homes.get(key.slot).filter(_ != here)
-            case _ => None
-          }
-          val closing = run match {
-            case RunLookUp.Running(state) =>
-              !slot.awaitsTask(state.committedThrough) && (movedTo.isDefined || unused(slot, idleTimeout))
-            case RunLookUp.Unanswered => !slot.awaitsTask(committedThrough = -1L) && unused(slot, idleTimeout)
-            case RunLookUp.Stopped(_, _) => true
-            case RunLookUp.Unknown => unused(slot, idleTimeout)
-          }
-          // Held while closing, so no task borrows it meanwhile; one that did since `now` kept it in use.
-          if (closing && slot.lock.tryLock())
-            try {
-              if (now - slot.lastUsedNanos >= unusedFor.toNanos) {
-                val why = (run, movedTo) match {
-                  case (_, Some(executor)) => s"the slot now runs on executor $executor"
-                  case (RunLookUp.Stopped(_, _), _) => "the query run stopped"
-                  case _ => s"unused for $idleTimeout"
-                }
-                logInfo(s"Closing the share consumer of slot ${key.slot} of run $runId: $why")
-                run match {
-                  case RunLookUp.Stopped(last, marks) =>
-                    closeAsRunEnds(key, last.committedThrough, AcknowledgementMarks.of(marks), last.homes, here)
-                  case _ =>
-                    close(
-                      key,
-                      committedThrough = -1L,
-                      AcknowledgementMarks.None
-                    ) // settled by what the slot last learned
-                }
-              }
-            } finally slot.lock.unlock()
-        }
-        // As closeRun does, once the janitor has closed an ended run's last consumer here.
-        val ended = run match { case RunLookUp.Stopped(_, _) | RunLookUp.Unknown => true; case _ => false }
-        if (ended && slotsOf(runId).isEmpty) forgetRun(runId)
     }
   }
 }

@@ -280,10 +280,10 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     "the janitor has a left-behind consumer release its committed round and leave the group when no task of its query comes back"
   ) {
     withSlotHolding(round = 0) { (run, topic, group, held) =>
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 0), "the driver does not know the run: nothing to go by")
       QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> elsewhere)))
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO)
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 0))
       // A member keeps partitions assigned to it that no one else may then read.
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
@@ -301,7 +301,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     withSlotHolding(round = 0) { (run, topic, _, held) =>
       deleteTopic(topic)
       QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> elsewhere)))
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO)
       // No task of the slot comes back to report it: the janitor tells the driver.
       val counted = Map(Released.name -> held.size.toLong, AcknowledgementsFailed.name -> held.size.toLong)
       eventually(timeout(10.seconds))(assert(QueryRunRegistry.countedOutsideTasks(run) == counted))
@@ -313,16 +313,16 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   ) {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       QueryRunRegistry.publish(run, RunState(committedThrough = 0, homes = Map(1 -> here)))
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
       // A driver that does not know the run (another copy of the connector answered): the idle timeout applies.
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, lookUp = _ => RunLookUp.Unknown)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO, lookUp = _ => RunLookUp.Unknown)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
 
       markStopped(run, committedThrough = 0) // stopped, and the closing job missed this executor
       assert(QueryRunRegistry.lookUp(run) == RunLookUp.Stopped(RunState(0, Map(1 -> here)), RoundMarks(-1L, Map.empty)))
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO) // at the configured idle timeout, 5 minutes
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO) // at the configured idle timeout, 5 minutes
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
@@ -337,7 +337,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       val released = held.min
       val marks = AcknowledgementMarks(1, Map(RecordCoordinates(topic, 0, released) -> AcknowledgeType.RELEASE))
       markStopped(run, committedThrough = 1, marks)
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO)
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       // Settled by what the janitor alone knew of the slot (nothing committed), every record would come back.
@@ -353,7 +353,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
   ) {
     withSlotHolding(round = 1) { (run, topic, group, _) =>
       markStopped(run, committedThrough = 1)
-      val janitor = Future(ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO))
+      val janitor = Future(ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO))
       // The janitor has the consumer leave the group, waits out its fetch in flight, then ACCEPTs as it
       // closes: an application ending right after a stop exits in between.
       eventually(timeout(30.seconds), interval(5.millis))(assert(!memberClientIds(group).contains(s"$run-1")))
@@ -394,7 +394,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "the task's consumer keeps its records")
       markStopped(run, committedThrough = 1)
       Await.result(task, 30.seconds)
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO)
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       // Closed as the stop would have closed it: the committed round ACCEPTed, nothing comes back.
@@ -429,9 +429,9 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     withSlotHolding(round = 1) { (run, topic, group, held) =>
       // Between a batch's commit and the slot's next task: only that task knows the batch's acknowledgement marks.
       QueryRunRegistry.publish(run, RunState(committedThrough = 1, homes = Map(1 -> here)))
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       assert(ShareConsumerPool.holdsRound(SlotKey(run, 1), 1), "closed before its next task settled it")
-      ShareConsumerPool.tidy(
+      ConsumerJanitor.tidy(
         here,
         unusedFor = Duration.ZERO,
         idleTimeout = Duration.ZERO,
@@ -445,7 +445,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
         assert(task.flush(Duration.ofSeconds(30)).contains(Set.empty))
       } finally ShareConsumerPool.giveBack(task)
       // Holding nothing now, it is closed once idle, and leaves the group.
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       assert(
         acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty,
@@ -466,7 +466,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       produce(topic, 100)
       eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
       QueryRunRegistry.publish(run, RunState(committedThrough = 1, homes = Map(1 -> here)))
-      ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+      ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
       assert(
         acquiredByAnotherMember(topic, group, seconds = 8).isEmpty,
         "closed, and what it took in went back to the group"
@@ -532,7 +532,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
         markStopped(run)
       } else {
         markStopped(run, committedThrough = 1, marks)
-        ShareConsumerPool.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
+        ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO, idleTimeout = Duration.ZERO)
         assert(
           ShareConsumerPool.closeRun(run, -1L, AcknowledgementMarks.None, Map.empty, here) == 0,
           "the janitor closed both"
