@@ -50,7 +50,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
   /** How many partitions the subscribed topics had when last described (every [[PartitionsRefreshNanos]] at most). */
   def partitionCount: Option[Int] = described.map(_.partitions.size)
 
-  /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last [[refresh]]. */
+  /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last refresh or round that found nothing. */
   def quietForALock: Boolean = {
     val now = System.nanoTime()
     quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos())

@@ -8,8 +8,9 @@ import org.apache.spark.internal.Logging
  * Lets a running query ride out a broker restart. The driver asks Kafka for the backlog between
  * batches; while the cluster cannot be reached, such a lookup fails after `kafka.default.api.timeout.ms`.
  * A failed lookup here means "the backlog is unknown", which runs a round whose consumers wait for
- * the cluster, as Spark's kafka source retries its offset lookups. The query fails only when
- * `maxFailures` lookups in a row could not reach the cluster (option `fetchOffset.numRetries`).
+ * the cluster, as Spark's kafka source retries its offset lookups. The query waits through
+ * `maxFailures` lookups in a row that could not reach the cluster (option `fetchOffset.numRetries`)
+ * and fails at the next one.
  */
 private[planning] final class OutageTolerance(admin: GroupAdmin, maxFailures: Int, groupId: String) extends Logging {
 
