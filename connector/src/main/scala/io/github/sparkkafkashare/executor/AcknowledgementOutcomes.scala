@@ -19,36 +19,45 @@ private[executor] final class AcknowledgementOutcomes extends AcknowledgementCom
   private val expired = new AtomicLong()
   private val failed = new AtomicLong()
 
-  /** Records whose RENEW was sent and whose outcome has not come yet. */
+  /**
+   * Records whose RENEW was sent and whose answer has not reached the callback: the renewal itself
+   * counts what it kept and lost ([[renewalEnded]]), so the callback only tells them from other acknowledgements.
+   */
   private val renewals = java.util.concurrent.ConcurrentHashMap.newKeySet[RecordCoordinates]()
 
-  /** RENEW was sent for `records`: if it fails, whatever the reason, their locks are lost. */
+  /** RENEW was sent for `records`. */
   def renewing(records: Iterable[RecordCoordinates]): Unit = records.foreach(renewals.add)
 
   override def onComplete(
       offsets: java.util.Map[TopicIdPartition, java.util.Set[java.lang.Long]],
       e: Exception
   ): Unit = {
-    val (renewalsDone, others) = offsets.asScala.toSeq.flatMap { case (tp, set) =>
+    val others = offsets.asScala.toSeq.flatMap { case (tp, set) =>
       set.asScala.map(o => RecordCoordinates(tp.topic(), tp.partition(), o))
-    }.partition(renewals.remove)
+    }.filterNot(renewals.remove)
     e match {
       case null =>
       // The broker refuses an acknowledgement with INVALID_RECORD_STATE when this member no longer
       // holds the record: its lock expired and the group may already have delivered it elsewhere.
-      case _: InvalidRecordStateException => expired.addAndGet(renewalsDone.size + others.size)
+      case _: InvalidRecordStateException => expired.addAndGet(others.size)
       // Any other failure leaves the records acquired until their lock expires; then they come back.
-      // Kafka's client fails, with NOT_LEADER_OR_FOLLOWER and without sending them, the
-      // acknowledgements of a partition no longer in its share session (lost in a rebalance). A renewal
-      // that fails so loses the locks all the same: the client no longer holds those records.
-      case _ =>
-        expired.addAndGet(renewalsDone.size)
-        failed.addAndGet(others.size)
+      case _ => failed.addAndGet(others.size)
     }
   }
 
-  /** Records whose locks a renewal kept (the renewal's own poll tells, not the callback). */
-  def renewedLocks(records: Int): Unit = renewed.addAndGet(records)
+  /**
+   * A renewal ended: `renewed` records came back to its poll with their locks renewed, and `lost`
+   * did not (refused, or not answered in time). The slot can no longer acknowledge the lost ones,
+   * whatever the broker answers later: even a late renewal that succeeds only hands them to a later
+   * poll, so they count as locks lost now, once.
+   */
+  def renewalEnded(renewed: Int, lost: Int): Unit = {
+    this.renewed.addAndGet(renewed)
+    expired.addAndGet(lost)
+  }
+
+  /** Records the slot meant to acknowledge but the client no longer holds: their locks are lost to it. */
+  def notHeld(records: Int): Unit = expired.addAndGet(records)
 
   /** What happened since the last call. */
   def drain(): AcknowledgementEvents =

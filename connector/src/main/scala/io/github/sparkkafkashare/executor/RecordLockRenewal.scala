@@ -21,8 +21,8 @@ private[executor] object RecordLockRenewal extends Logging {
    * held ones (a running batch already has their rows). Those that do not come back are kept as
    * [[HeldRecords.unlocked]]: a batch evaluated again must still read them. When the broker does not
    * answer the renewal in time, none is renewed as far as the slot knows: the client holds them no
-   * more (it gives back renewed records only to a poll), and their lock runs out unless the answer
-   * comes late; the acknowledgement callback counts the outcome when it arrives.
+   * more (it gives back renewed records only to a poll), so they count as locks lost at once, whatever
+   * the answer says when it comes (a late success hands them to a later poll, as a redelivery).
    *
    * The renewal polls only once the broker applied some of it, and Kafka's client (4.3) then hands
    * that poll the renewed records and nothing it fetched meanwhile: it reads its fetch buffer only
@@ -62,7 +62,7 @@ private[executor] object RecordLockRenewal extends Logging {
       }
       wait = RenewPollInterval
     }
-    outcomes.renewedLocks(back.size)
+    outcomes.renewalEnded(renewed = back.size, lost = records.size - back.size)
     if (back.size < records.size) {
       logWarning(s"Slot $slot: the locks of ${records.size - back.size} of ${records.size} records " +
         s"could not be renewed; the group will deliver those records again.")

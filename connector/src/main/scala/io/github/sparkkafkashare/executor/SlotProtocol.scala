@@ -58,7 +58,7 @@ private[executor] final class SlotProtocol(
           case _ => rejected += 1 // a settlement is ACCEPT, RELEASE or REJECT
         }
       }
-      if (notHeld > 0) warnNotHeld(held.round, notHeld, held.size)
+      if (notHeld > 0) lostHold(held.round, notHeld, held.size)
       Settlement(accepted, released, rejected)
     }
     val next = state match {
@@ -330,19 +330,20 @@ private[executor] final class SlotProtocol(
       ackType: AcknowledgeType
   ): Unit = {
     val notHeld = records.asScala.count(r => !client.acknowledge(r, ackType))
-    if (notHeld > 0) warnNotHeld(round, notHeld, records.size)
+    if (notHeld > 0) lostHold(round, notHeld, records.size)
   }
 
   /**
-   * Once per call that meets them: records the client no longer holds lost their locks as a renewal
-   * failed or got no answer in time (a broker that stopped answering past their lock); the
-   * acknowledgement callback counts them as such when the renewal's outcome arrives, and the group
-   * delivers them again.
+   * Counts as locks lost, and warns of once per call that meets them, records the client no longer
+   * holds, whatever let them go (Kafka's client would throw on them). Records a renewal could not keep
+   * do not get here: the renewal takes them out of the round's acknowledgements and counts them
+   * itself. The group delivers them again.
    */
-  private def warnNotHeld(round: Long, notHeld: Int, of: Int): Unit = {
+  private def lostHold(round: Long, notHeld: Int, of: Int): Unit = {
+    outcomes.notHeld(notHeld)
     val which = if (round == HeldRecords.NoRound) "taken in ahead of a round" else s"of round $round"
-    logWarning(s"Slot $slot: the consumer no longer holds $notHeld of the $of records $which: their lock " +
-      "renewal failed, or its broker did not answer it in time. The group delivers them again.")
+    logWarning(s"Slot $slot: the consumer no longer holds $notHeld of the $of records $which; they count as " +
+      "locks lost, and the group delivers them again.")
   }
 
   private def renewDue(records: HeldRecords, limits: GroupLimits): Boolean = limits.renewAllowed && records.size > 0 &&

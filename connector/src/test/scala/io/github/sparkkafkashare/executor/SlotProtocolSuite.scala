@@ -154,7 +154,10 @@ class SlotProtocolSuite extends AnyFunSuite {
     Thread.sleep(60)
     c.willCommit(NoAnswer)
     s.renewLocksIfDue() // the broker does not answer: the renewal renewed nothing the slot knows of
-    assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(0, 0, 0), "counted once the answer comes")
+    assert(
+      s.drainAcknowledgementEvents() == AcknowledgementEvents(renewed = 0, expired = 1, failed = 0),
+      "counted at once, whatever a late answer says"
+    )
     assert(
       s.settle(committedThrough = 1, AcknowledgementMarks.None) == Settlement(0, 0, 0),
       "nothing held to acknowledge"
@@ -171,6 +174,7 @@ class SlotProtocolSuite extends AnyFunSuite {
     c.commit(second)
     assert(s.settle(committedThrough = 1, AcknowledgementMarks.None) == Settlement(0, 0, 0))
     assert(!s.holds(1))
+    assert(s.drainAcknowledgementEvents().expired == 2, "counted as locks lost")
   }
 
   test("a commit whose callback reports errors: an expired lock counts as such, another refusal as failed") {
