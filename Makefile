@@ -60,8 +60,11 @@ wheel: $(WHEEL)
 # Connect serves clients of an earlier release, so it reads from the tests' Spark 4.3 Connect server.
 PYSPARK_CLIENT := pyspark-client==4.2.0
 
+# The pins of requirements-dev.txt constrain the wheels; pip takes no extras (moto[server]) in a constraint.
 $(WHEELHOUSE)/.done: $(VENV)/.installed
-	$(VENV_PY) -m pip wheel --quiet -w $(WHEELHOUSE) -c python/requirements-dev.txt \
+	mkdir -p $(WHEELHOUSE)
+	sed 's/\[[^]]*\]//' python/requirements-dev.txt > $(WHEELHOUSE)/constraints.txt
+	$(VENV_PY) -m pip wheel --quiet -w $(WHEELHOUSE) -c $(WHEELHOUSE)/constraints.txt \
 	  $$(grep '^pyspark==' python/requirements-dev.txt) $(PYSPARK_CLIENT)
 	touch $@
 
