@@ -9,7 +9,6 @@ import scala.util.control.NonFatal
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRecords, RecordCoordinates}
 import io.github.sparkkafkashare.executor.SlotState._
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
-import org.apache.kafka.common.errors.GroupMaxSizeReachedException
 import org.apache.spark.internal.Logging
 
 /**
@@ -31,6 +30,8 @@ private[executor] final class SlotProtocol(
     fetchWait: Duration
 ) extends Logging {
   import SlotProtocol._
+
+  private val polls = new SlotPolls(client, slot)
 
   /**
    * Learns that rounds up to `committedThrough` are committed, with their `marks`, and acknowledges
@@ -77,7 +78,7 @@ private[executor] final class SlotProtocol(
    * holding too: an evaluation of the same batch again must find nothing again, not poll anew).
    * Records taken in ahead are the round's records, without a poll. Records that may have waited in
    * the client for half their lock are renewed first; those whose renewal fails are left out (not
-   * handed to Spark yet). A consumer's first poll, which joins the group, waits [[firstPollTimeout]].
+   * handed to Spark yet). A consumer's first poll, which joins the group, waits [[SlotPolls.firstPollTimeout]].
    */
   def pollRound(
       state: SlotState,
@@ -99,8 +100,8 @@ private[executor] final class SlotProtocol(
         val (polledState, polled) = subscribed.ahead match {
           case Some(ahead) => (subscribed.copy(ahead = None), ahead)
           case None =>
-            val wait = if (subscribed.facts.joined) timeout else firstPollTimeout(timeout, limits)
-            untilRecords(subscribed.copy(facts = subscribed.facts.copy(joined = true)), wait)
+            val wait = if (subscribed.facts.joined) timeout else polls.firstPollTimeout(timeout, limits)
+            polls.untilRecords(subscribed.copy(facts = subscribed.facts.copy(joined = true)), wait)
         }
         polledState match {
           case away: TurnedAway => (away, java.util.List.of())
@@ -125,55 +126,6 @@ private[executor] final class SlotProtocol(
       failingAs(next) { if (topics.isEmpty) client.unsubscribe() else client.subscribe(topics) }
       next
     }
-
-  /** Polls until records arrive or `timeout` passes: a zero-timeout poll first, so what the longer ones bring is dated from it. */
-  private def untilRecords(state: Idle, timeout: Duration): (SlotState, HeldRecords) = {
-    val deadline = System.nanoTime() + timeout.toNanos
-    var (next, polled) = pollOnce(state, Duration.ZERO)
-    var remaining = deadline - System.nanoTime() // read once per turn: a later read could be negative
-    while (polled.size == 0 && remaining > 0 && !next.isInstanceOf[TurnedAway]) {
-      val (again, records) = pollOnce(next.asInstanceOf[Idle], Duration.ofNanos(remaining))
-      next = again
-      polled = records
-      remaining = deadline - System.nanoTime()
-    }
-    (next, polled)
-  }
-
-  /** One poll; its records are dated from the last poll that returned nothing, and belong to no round yet. */
-  private def pollOnce(state: Idle, timeout: Duration): (SlotState, HeldRecords) = {
-    val startedAt = System.nanoTime()
-    val lockedSince = state.facts.dating.bufferEmptySinceNanos
-    val polled =
-      try client.poll(timeout)
-      catch {
-        // From a task's poll or the renewer's, whichever first meets it: the slot's next task replaces the consumer.
-        case e: GroupMaxSizeReachedException =>
-          SlotProtocol.warnTurnedAway(slot, e)
-          return (TurnedAway(state.facts), HeldRecords(HeldRecords.NoRound, new java.util.ArrayList(), lockedSince))
-        case NonFatal(e) => throw SlotTransitionFailed(state, e)
-      }
-    val dating = state.facts.dating.after(startedAt, polled.records.size)
-    (
-      state.copy(facts = state.facts.copy(dating = dating)),
-      HeldRecords(HeldRecords.NoRound, polled.records, lockedSince, topicIds = polled.topicIds)
-    )
-  }
-
-  /**
-   * A consumer that joins just after another gets an empty assignment first, and its partitions with
-   * the group's next assignment, at most an assignment interval after the one made as the other
-   * joined. They reach it in the answer to the heartbeat that acknowledges the empty assignment, which
-   * Kafka's client (4.3) gets only as this first poll returns: a poll that ends before the group
-   * assigns again leaves them to the next regular heartbeat, 5 s on, and one that ends later than just
-   * after holds the round for nothing (docs/benchmarks.md, "The first batch at P=2 and P=4"). With a
-   * short interval (0 assigns each consumer as it joins), the poll still lasts long enough to join
-   * and fetch.
-   */
-  private def firstPollTimeout(timeout: Duration, limits: GroupLimits): Duration = {
-    val justAfter = Seq(Duration.ofMillis(limits.assignmentIntervalMs).plus(AssignmentMargin), JoinAndFetch).max
-    Seq(justAfter, timeout).min
-  }
 
   /**
    * Takes redeliveries of records an earlier round handed to Spark out of what `round` hands to Spark,
@@ -253,7 +205,7 @@ private[executor] final class SlotProtocol(
           if s.round.forall(_.size == 0) && s.ahead.isEmpty && facts.dating.fetching &&
             facts.subscribed.nonEmpty && now - facts.dating.takenInAtNanos > lockNanos(limits) / 4 =>
         val idle = Idle(facts.copy(dating = facts.dating.copy(takenInAtNanos = now)))
-        pollOnce(idle, Duration.ZERO) match {
+        polls.pollOnce(idle, Duration.ZERO) match {
           case (away: TurnedAway, _) => away
           case (polled: Idle, records) =>
             val ahead = Some(records).filter(_.size > 0)
@@ -353,36 +305,12 @@ private[executor] final class SlotProtocol(
     TimeUnit.MILLISECONDS.toNanos(client.acquisitionLockTimeoutMs.getOrElse(limits.lockDurationMs))
 }
 
-private[executor] object SlotProtocol extends Logging {
-
-  /** For the group's next assignment, due at most an assignment interval after this consumer joined, to be made. */
-  private val AssignmentMargin = Duration.ofMillis(200)
-
-  /** A new group's first consumer has records about 0.5 s after it joined (docs/benchmarks.md, "Joining the group"). */
-  private val JoinAndFetch = Duration.ofSeconds(1)
-  private val WarnInterval = Duration.ofMinutes(1)
-  private val lastWarnedNanos = new java.util.concurrent.atomic.AtomicLong(System.nanoTime() - WarnInterval.toNanos)
+private[executor] object SlotProtocol {
 
   /** `effect`, which follows the transition to `next`: if it throws, the slot is in `next` all the same. */
   private def failingAs[T](next: SlotState)(effect: => T): T =
     try effect
     catch { case NonFatal(e) => throw SlotTransitionFailed(next, e) }
-
-  /**
-   * At most once a minute per JVM: while the group stays full, every round of the slot is turned away.
-   * The group had as many members as the broker allows (`group.share.max.size`); Kafka's client then
-   * gives up on the group for good, so the slot's next task replaces the consumer with one that asks
-   * again: the query takes the place once another member leaves (say, one of its own previous run's,
-   * whose session outlives a crash).
-   */
-  private def warnTurnedAway(slot: Int, e: GroupMaxSizeReachedException): Unit = {
-    val last = lastWarnedNanos.get()
-    if (System.nanoTime() - last >= WarnInterval.toNanos && lastWarnedNanos.compareAndSet(last, System.nanoTime())) {
-      logWarning(s"Slot $slot: the share group turned its consumer away (${e.getMessage}). The slot reads " +
-        "nothing and asks again each round; the query's other consumers read on. Lower 'kafka.share.parallelism', " +
-        "stop other members of the group, or raise the broker's group.share.max.size.")
-    }
-  }
 }
 
 /** A transition failed after the slot reached `next`: the slot is in `next`, and `cause` is what failed. */

@@ -6,64 +6,10 @@ import java.util.regex.{Pattern, PatternSyntaxException}
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.clients.ShadedKafkaNames
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.kafka.common.config.{ConfigDef, ConfigException}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
-
-/** How records are acknowledged to the share group. */
-private[sparkkafkashare] sealed abstract class AcknowledgmentMode(val name: String)
-private[sparkkafkashare] object AcknowledgmentMode {
-
-  /** Every record of a committed batch is ACCEPTed. */
-  case object Implicit extends AcknowledgmentMode("implicit")
-
-  /** User code marks records ACCEPT, RELEASE or REJECT inside foreachBatch; see KafkaShareAcknowledgements. */
-  case object Explicit extends AcknowledgmentMode("explicit")
-  val all: Seq[AcknowledgmentMode] = Seq(Implicit, Explicit)
-}
-
-private[sparkkafkashare] sealed trait Subscription
-private[sparkkafkashare] object Subscription {
-  final case class Topics(topics: Seq[String]) extends Subscription
-  final case class TopicPattern(regex: String) extends Subscription {
-    @transient lazy val pattern: Pattern = Pattern.compile(regex)
-  }
-}
-
-/**
- * Where a new share group starts reading: the group config `share.auto.offset.reset`.
- * Kafka applies it only when a share-partition is first initialized, so an existing group keeps
- * its position whatever this says.
- */
-private[sparkkafkashare] final case class StartingOffsets(groupConfigValue: String)
-
-/**
- * How to reach the share group: what both the source and the group-state API need.
- *
- * @param kafkaParams the pass-through `kafka.*` settings with the prefix removed, minus the
- *                    settings this source owns. Values may be secrets: never log them.
- */
-private[sparkkafkashare] final case class KafkaConnection(
-    bootstrapServers: String,
-    groupId: String,
-    kafkaParams: Map[String, String]
-) {
-
-  /** Bound on every Admin call the driver makes, so an unreachable cluster fails instead of hanging. */
-  def apiTimeoutMs: Long = KafkaShareSourceOptions.apiTimeoutMs(kafkaParams)
-
-  /**
-   * The pass-through settings for a Kafka client, those `known` to it, with Kafka's class names as
-   * the shaded client has them; Kafka's system properties are mirrored first ([[ShadedKafkaNames]]).
-   * Called right before a client is created, on the JVM that creates it.
-   */
-  def clientSettings(known: String => Boolean = _ => true): Map[String, String] = {
-    ShadedKafkaNames.mirrorSystemProperties()
-    ShadedKafkaNames.withClientClassNames(kafkaParams.filter { case (key, _) => known(key) })
-  }
-}
 
 /**
  * The options of one kafka-share query, parsed and checked once (at `load()`), in the spirit of
@@ -143,87 +89,6 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       AssignmentIntervalMs
     )
 
-  /** Kafka client settings the source sets itself, or that a share consumer rejects, with why. */
-  private val ownedKafkaConfigs: Map[String, String] = {
-    val sourceOwned = Map(
-      "group.id" -> s"the source sets it from option '$GroupId'.",
-      "group.type" -> "the source always uses a share group.",
-      "key.deserializer" -> "keys are always returned as binary; cast or decode the 'key' column.",
-      "value.deserializer" -> "values are always returned as binary; cast or decode the 'value' column.",
-      "share.acknowledgement.mode" ->
-        s"the source acknowledges records itself after Spark commits each batch; see option '$AcknowledgmentModeOption'.",
-      "client.id" -> "the source names each consumer after the group and its slot."
-    )
-    // Kafka's names of the share group's own configs: a client ignores them, so a query would run without.
-    val groupConfig = "it is a share group config, not a client setting;"
-    val onTheGroup = "set it on the group with Kafka's kafka-configs tool (--entity-type groups)."
-    val groupConfigs = Map(
-      "share.auto.offset.reset" -> s"$groupConfig use option '$StartingOffsetsOption'.",
-      "share.record.lock.duration.ms" -> s"$groupConfig use option '$LockTimeoutMs'."
-    ) ++
-      Seq(
-        "share.session.timeout.ms",
-        "share.heartbeat.interval.ms",
-        "share.delivery.count.limit",
-        "share.isolation.level",
-        "share.renew.acknowledge.enable",
-        "share.assignor.offload.enable"
-      )
-        .map(_ -> s"$groupConfig $onTheGroup")
-    val rejectedByShareConsumer = Seq(
-      "enable.auto.commit",
-      "auto.commit.interval.ms",
-      "auto.offset.reset",
-      "group.instance.id",
-      "partition.assignment.strategy",
-      "interceptor.classes",
-      "group.protocol",
-      "group.remote.assignor"
-    )
-      .map(_ -> "Kafka share consumers do not accept it (share groups manage offsets and membership on the broker).")
-    val replacedByGroupConfig = Seq("isolation.level", "session.timeout.ms", "heartbeat.interval.ms")
-      .map(c =>
-        c -> s"Kafka share consumers do not accept it; a share group has config 'share.$c' instead: $onTheGroup"
-      )
-    sourceOwned ++ groupConfigs ++ rejectedByShareConsumer ++ replacedByGroupConfig
-  }
-
-  /**
-   * Options of Spark's `kafka` source that have no meaning for a share group, with what to use
-   * instead. Spark ignores options a source does not read, so a query moved from `kafka` to
-   * `kafka-share` would otherwise run without them, unbounded batches in place of
-   * `maxOffsetsPerTrigger` for one.
-   */
-  private val sparkKafkaSourceOptions: Map[String, String] = {
-    val byTimestamp = s"a share group starts every partition at one place; use '$StartingOffsetsOption' with a " +
-      "duration back from now, such as 'PT1H'."
-    val ending =
-      "a kafka-share query reads a stream, which has no end; Trigger.AvailableNow reads what is there and stops."
-    val partitions = s"each task of a batch is one of the query's share consumers; set how many with '$Parallelism'."
-    val minimum =
-      s"a batch takes what the consumers acquire and is not held back for more; bound it with '$MaxRecordsPerTrigger'."
-    Map(
-      Assign -> s"share groups assign partitions on the broker and cannot read chosen partitions; use '$Subscribe' or '$SubscribePattern'.",
-      "maxOffsetsPerTrigger" -> s"a share group hands out records, not offset ranges; use '$MaxRecordsPerTrigger'.",
-      "minOffsetsPerTrigger" -> minimum,
-      "maxTriggerDelay" -> minimum,
-      "minPartitions" -> partitions,
-      "maxRecordsPerPartition" -> partitions,
-      "startingOffsetsByTimestamp" -> byTimestamp,
-      "startingTimestamp" -> byTimestamp,
-      "startingOffsetsByTimestampStrategy" -> byTimestamp,
-      "endingOffsets" -> ending,
-      "endingOffsetsByTimestamp" -> ending,
-      "endingTimestamp" -> ending,
-      "failOnDataLoss" -> ("a share group has no such check: when retention deletes records the group has not read, " +
-        "the broker moves the group past them. Remove the option."),
-      "kafkaConsumer.pollTimeoutMs" -> s"use '$PollTimeoutMs'.",
-      "fetchOffset.retryIntervalMs" -> (s"a failed lookup of the driver is retried at the next batch; " +
-        s"'$FetchOffsetNumRetries' sets how many in a row a running query waits through."),
-      "groupIdPrefix" -> s"a share group is named, not generated; use '$GroupId'."
-    )
-  }
-
   /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
   def parseConnection(options: CaseInsensitiveStringMap): KafkaConnection = {
     def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
@@ -244,7 +109,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
         key.substring("kafka.".length) -> value
     }
     kafkaParams.keys.foreach { key =>
-      ownedKafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason =>
+      RefusedOptions.kafkaConfigs.get(key.toLowerCase(Locale.ROOT)).foreach(reason =>
         throw KafkaShareErrors.ownedKafkaConfig(s"kafka.$key", reason)
       )
     }
@@ -284,12 +149,13 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
     val connection = parseConnection(options)
     def get(name: String): Option[String] = Option(options.get(name)).map(_.trim).filter(_.nonEmpty)
 
-    sparkKafkaSourceOptions.find { case (option, _) => options.containsKey(option) }.foreach { case (option, reason) =>
-      throw KafkaShareErrors.unsupportedOption(option, reason)
+    RefusedOptions.sparkKafkaSourceOptions.find { case (option, _) => options.containsKey(option) }.foreach {
+      case (option, reason) =>
+        throw KafkaShareErrors.unsupportedOption(option, reason)
     }
     OptionNames.checkSourceOptions(
       options.asCaseSensitiveMap().keySet().asScala.toSet,
-      sourceOptions ++ sparkKafkaSourceOptions.keySet
+      sourceOptions ++ RefusedOptions.sparkKafkaSourceOptions.keySet
     )
     val subscription = (get(Subscribe), get(SubscribePattern)) match {
       case (Some(_), Some(_)) => throw KafkaShareErrors.conflictingOptions(

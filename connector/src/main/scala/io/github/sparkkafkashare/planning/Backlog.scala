@@ -24,8 +24,14 @@ import org.apache.kafka.common.TopicPartition
  *
  * @param clientIdPrefix the client id prefix of this query run's consumers
  * @param lockNanos      the group's acquisition lock duration, as last read
+ * @param clock          the driver's time ([[NanoClock]])
  */
-private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: String, lockNanos: () => Long) {
+private[sparkkafkashare] final class Backlog(
+    admin: GroupAdmin,
+    clientIdPrefix: String,
+    lockNanos: () => Long,
+    clock: NanoClock = NanoClock.System
+) {
   import Backlog._
 
   private var lags: Map[TopicPartition, Option[Long]] = Map.empty
@@ -40,7 +46,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
     quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) } // a partition with lag 0 leaves it too
     val ends = admin.endOffsets(quiet.keySet)
     quiet = quiet.filter { case (tp, q) => ends.get(tp).contains(q.endOffset) }
-    val now = System.nanoTime()
+    val now = clock.nanoTime()
     val counted = lags.filter { case (tp, _) =>
       !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos())
     }
@@ -52,13 +58,13 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
 
   /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last refresh or round that found nothing. */
   def quietForALock: Boolean = {
-    val now = System.nanoTime()
+    val now = clock.nanoTime()
     quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos())
   }
 
   /** Taken when a round that waits the full poll timeout is planned: the partitions with records left that its consumers will fetch. */
   def roundStart(): Map[TopicPartition, PartitionAtRoundStart] = {
-    val now = System.nanoTime()
+    val now = clock.nanoTime()
     val candidates = pending
     if (candidates.isEmpty) Map.empty
     else admin.endOffsets(candidates intersect admin.assignedPartitions(clientIdPrefix)).map { case (tp, end) =>
@@ -71,7 +77,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
    * another member held as it ended comes back within a lock duration from now.
    */
   def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit = {
-    val now = System.nanoTime()
+    val now = clock.nanoTime()
     quiet ++= atRoundStart.map { case (tp, start) =>
       val since =
         quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
@@ -91,7 +97,7 @@ private[sparkkafkashare] final class Backlog(admin: GroupAdmin, clientIdPrefix: 
   private def partitionsOf(topics: Set[String]): Set[TopicPartition] = describe(topics).partitions
 
   private def describe(topics: Set[String]): DescribedTopics = {
-    val now = System.nanoTime()
+    val now = clock.nanoTime()
     val current = described.filter { d =>
       d.topics == topics && now - d.at <= PartitionsRefreshNanos &&
       topics.forall(topic => d.partitions.exists(_.topic() == topic))

@@ -23,7 +23,8 @@ private[planning] final class GroupFollower(
     admin: GroupAdmin,
     options: KafkaShareSourceOptions,
     parallelism: Int,
-    runId: String
+    runId: String,
+    clock: NanoClock = NanoClock.System
 ) extends Logging {
 
   /** The group's limits as this run last read them: the slots take lock renewal and the lock duration from each round. */
@@ -32,7 +33,7 @@ private[planning] final class GroupFollower(
   /** What [[consumerConfig]] was worked out for. */
   private var pollSizeBasis: PollSizeBasis = _
   private var config: Map[String, String] = _
-  private var limitsChecked = System.nanoTime()
+  private var limitsChecked = clock.nanoTime()
 
   locally {
     admin.checkShareGroupsEnabled()
@@ -54,7 +55,7 @@ private[planning] final class GroupFollower(
    * settings again if the subscribed topics, as the backlog last described them, have `partitions`.
    */
   def follow(partitions: Option[Int], outageOngoing: Boolean): Unit = {
-    val now = System.nanoTime()
+    val now = clock.nanoTime()
     if (!outageOngoing && now - limitsChecked >= Backlog.PartitionsRefreshNanos) {
       limitsChecked = now
       try followLimits(admin.groupLimits())
@@ -92,20 +93,22 @@ private[planning] final class GroupFollower(
     val PollSizeBasis(partitions, recordLocks) = basis
     val settings = ShareConsumerSettings(options, parallelism, runId, partitions, recordLocks)
     val shared = ShareConsumerSettings.sharedPartitionCap(options, parallelism, partitions, recordLocks).isDefined
+    val strictly = if (!shared) "."
+    else ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
+      "'kafka.share.acquire.mode' to choose otherwise."
     logInfo(
       s"$parallelism consumers of share group '${options.groupId}' on $partitions partitions " +
         s"($recordLocks records in flight per partition) each poll up to " +
-        s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch" + (if (!shared) "."
-                                                                                    else
-                                                                                      ", strictly: their even share of the lock limit. Set 'kafka.max.poll.records' or " +
-                                                                                        "'kafka.share.acquire.mode' to choose otherwise.")
+        s"${settings(ConsumerConfig.MAX_POLL_RECORDS_CONFIG)} records per batch$strictly"
     )
     settings
   }
 
   private def warnRenewalRefused(): Unit =
-    logWarning(s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupAdmin.RenewAllowedConfig}" +
-      "=false): records of a batch that runs longer than the acquisition lock will be delivered again.")
+    logWarning(
+      s"Share group '${options.groupId}' does not allow lock renewal (${ShareGroupConfigs.RenewAllowedConfig}" +
+        "=false): records of a batch that runs longer than the acquisition lock will be delivered again."
+    )
 }
 
 /** What the consumers' poll sizes are worked out from: the subscribed partitions and the group's lock limit per partition. */

@@ -1,7 +1,5 @@
 package io.github.sparkkafkashare.planning
 
-import java.util.concurrent.TimeUnit
-
 import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.executor.{ShareConsumerPool, SlotLocations}
 import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
@@ -19,6 +17,7 @@ import org.apache.spark.internal.Logging
  * @param countedOutsideTasks what executors' janitors counted for the run, which no task reports
  * @param liveExecutors       the task locations of the live executors, the driver's among them
  * @param triggersBackToBack  Spark asks again 10 ms after a trigger that ran no batch (its default trigger)
+ * @param clock               the driver's time ([[NanoClock]])
  */
 private[planning] final class RoundPolicy(
     counters: KafkaShareSourceMetrics,
@@ -28,7 +27,8 @@ private[planning] final class RoundPolicy(
     slotLocations: SlotLocations,
     countedOutsideTasks: () => Map[String, Long],
     liveExecutors: () => Set[String],
-    triggersBackToBack: Boolean
+    triggersBackToBack: Boolean,
+    clock: NanoClock = NanoClock.System
 ) extends Logging {
 
   import RoundPolicy._
@@ -120,7 +120,7 @@ private[planning] final class RoundPolicy(
     markLastRoundQuiet(lastPlanned)
     val lastRoundAcquired = lastPlanned.map(_.acquired(counters)).getOrElse(0L)
     if (
-      SubscribedTopics.due(backlogChecked) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)
+      SubscribedTopics.due(backlogChecked, clock.nanoTime()) || (lastRoundAcquired == 0 && counters.acknowledged != acknowledgedAtBacklogCheck)
     ) {
       lastBacklog =
         try lookUpBacklog()
@@ -140,9 +140,9 @@ private[planning] final class RoundPolicy(
   private def slotMovedRecently(): Boolean = {
     val homes = slotLocations.homes
     if (homes.exists { case (slot, home) => seenHomes.get(slot).exists(_ != home) })
-      slotMovedAt = Some(System.nanoTime())
+      slotMovedAt = Some(clock.nanoTime())
     seenHomes = homes
-    slotMovedAt.exists(System.nanoTime() - _ < LeftBehindReleaseNanos)
+    slotMovedAt.exists(clock.nanoTime() - _ < LeftBehindReleaseNanos)
   }
 
   /**
@@ -152,8 +152,8 @@ private[planning] final class RoundPolicy(
    * interval never wait: Spark would report each trigger that waited as falling behind.
    */
   private def waitForBacklogCheck(): Unit = backlogChecked.foreach { checked =>
-    val dueInNanos = SubscribedTopics.RefreshNanos - (System.nanoTime() - checked)
-    if (dueInNanos > 0) TimeUnit.NANOSECONDS.sleep(dueInNanos)
+    val dueInNanos = SubscribedTopics.RefreshNanos - (clock.nanoTime() - checked)
+    if (dueInNanos > 0) clock.sleepNanos(dueInNanos)
   }
 
   /**
@@ -161,7 +161,7 @@ private[planning] final class RoundPolicy(
    * None (unknown, so a round runs) while the cluster is unreachable.
    */
   private def checkBacklog(force: Boolean): Option[Long] = {
-    if (force || SubscribedTopics.due(backlogChecked)) {
+    if (force || SubscribedTopics.due(backlogChecked, clock.nanoTime())) {
       lastBacklog = outage.attempt("reading the group's backlog")(lookUpBacklog()).flatten
     }
     lastBacklog
@@ -191,7 +191,7 @@ private[planning] final class RoundPolicy(
   }
 
   private def lookUpBacklog(): Option[Long] = {
-    backlogChecked = Some(System.nanoTime())
+    backlogChecked = Some(clock.nanoTime())
     acknowledgedAtBacklogCheck = counters.acknowledged
     topics.refresh()
     backlog.refresh(topics.topics)

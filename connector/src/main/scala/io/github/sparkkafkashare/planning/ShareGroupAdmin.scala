@@ -8,7 +8,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.executor.GroupLimits
-import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Parsing, Subscription}
+import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo, TopicDescription}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicCollection, TopicPartition, Uuid}
 import org.apache.kafka.common.config.ConfigResource
@@ -24,6 +24,7 @@ import org.apache.spark.internal.Logging
 private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection) extends GroupAdmin with AutoCloseable
   with Logging {
   import ShareGroupAdmin._
+  import ShareGroupConfigs._
 
   private val admin: Admin =
     try Admin.create(adminConfig(connection))
@@ -51,8 +52,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       Option(features.finalizedFeatures().get(feature)).map(_.maxVersionLevel().toInt).getOrElse(0)
     val level = finalized("share.version")
     if (level < 1) throw KafkaShareErrors.shareGroupsDisabled(connection.bootstrapServers, level.toString)
-    Some(finalized("metadata.version")).filter(_ < ShareGroupAdmin.MetadataVersionOf42).foreach { v =>
-      throw KafkaShareErrors.brokerUnsupported(connection.bootstrapServers, ShareGroupAdmin.releaseOf(v), v)
+    Some(finalized("metadata.version")).filter(_ < MetadataVersionOf42).foreach { v =>
+      throw KafkaShareErrors.brokerUnsupported(connection.bootstrapServers, releaseOf(v), v)
     }
   }
 
@@ -115,16 +116,6 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 
   /** The group's limits as its configs say now (changed with `kafka-configs`, say). */
   override def groupLimits(): GroupLimits = limitsIn(groupConfigs())
-
-  /** Kafka describes a group's every config, with the broker's defaults for those the group does not set. */
-  private def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
-    renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),
-    recordLocksPerPartition =
-      configs.get(RecordLocksConfig).flatMap(Parsing.int).getOrElse(DefaultRecordLocksPerPartition),
-    lockDurationMs = configs.get(LockDurationConfig).flatMap(Parsing.long).getOrElse(DefaultLockDurationMs),
-    assignmentIntervalMs =
-      configs.get(AssignmentIntervalConfig).flatMap(Parsing.long).getOrElse(DefaultAssignmentIntervalMs)
-  )
 
   /**
    * Gives each share-partition the group has no state for its start offset now, where
@@ -320,27 +311,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
         throw KafkaShareErrors.refusal(connection.bootstrapServers, action, e.getCause).getOrElse(e)
     }
 }
+
 private[sparkkafkashare] object ShareGroupAdmin {
-  val LockDurationConfig = "share.record.lock.duration.ms"
-  val RenewAllowedConfig = "share.renew.acknowledge.enable"
-
-  /** The metadata.version feature level of Kafka 4.2-IV0, the first release the source supports. */
-  val MetadataVersionOf42 = 28
-  val RecordLocksConfig = "share.partition.max.record.locks"
-  val AssignmentIntervalConfig = "share.assignment.interval.ms"
-
-  /** Kafka's default for `group.share.partition.max.record.locks`, if a group's configs lack it. */
-  val DefaultRecordLocksPerPartition = 2000
-
-  /** Kafka's default for `group.share.record.lock.duration.ms`, if a group's configs lack it. */
-  val DefaultLockDurationMs = 30000L
-
-  /** Kafka's default for `group.share.assignment.interval.ms`, if a group's configs lack it. */
-  val DefaultAssignmentIntervalMs = 1000L
-  val AutoOffsetResetConfig = "share.auto.offset.reset"
-
-  /** Kafka's default for `share.auto.offset.reset`. */
-  val DefaultAutoOffsetReset = "latest"
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
   def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
@@ -357,7 +329,4 @@ private[sparkkafkashare] object ShareGroupAdmin {
   /** The partitions of a described topic. */
   def partitionsOf(topic: TopicDescription): Seq[TopicPartition] =
     topic.partitions().asScala.toSeq.map(p => new TopicPartition(topic.name(), p.partition()))
-
-  /** The Kafka release whose brokers support metadata.version levels up to `level`, for levels below 4.2's. */
-  def releaseOf(level: Int): String = if (level >= 26) "4.1" else if (level >= 22) "4.0" else "3.x"
 }

@@ -5,15 +5,19 @@ import java.util.concurrent.TimeUnit
 import io.github.sparkkafkashare.options.Subscription
 
 /** The topics a run reads, asked of Kafka at most every [[SubscribedTopics.RefreshNanos]]: a pattern may match new topics. */
-private[planning] final class SubscribedTopics(admin: GroupAdmin, subscription: Subscription) {
+private[planning] final class SubscribedTopics(
+    admin: GroupAdmin,
+    subscription: Subscription,
+    clock: NanoClock = NanoClock.System
+) {
   private var current: Set[String] = Set.empty
   private var checked: Option[Long] = None
 
   def topics: Set[String] = current
 
-  def refresh(): Unit = if (SubscribedTopics.due(checked)) {
+  def refresh(): Unit = if (SubscribedTopics.due(checked, clock.nanoTime())) {
     current = admin.subscribedTopics(subscription)
-    checked = Some(System.nanoTime())
+    checked = Some(clock.nanoTime())
   }
 }
 
@@ -22,5 +26,6 @@ private[planning] object SubscribedTopics {
   /** How often topics matching a pattern, and the backlog, are asked of Kafka. */
   val RefreshNanos: Long = TimeUnit.MILLISECONDS.toNanos(500)
 
-  def due(lastChecked: Option[Long]): Boolean = lastChecked.forall(System.nanoTime() - _ > RefreshNanos)
+  /** Whether a refresh last made at `lastChecked` is due again at `now`. */
+  def due(lastChecked: Option[Long], now: Long): Boolean = lastChecked.forall(now - _ >= RefreshNanos)
 }

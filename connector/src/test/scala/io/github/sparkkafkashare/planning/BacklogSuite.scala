@@ -21,13 +21,15 @@ class BacklogSuite extends AnyFunSuite {
   /** A short lock duration, for the rules about time since rounds that found nothing. */
   private val ShortLock = TimeUnit.MILLISECONDS.toNanos(150)
 
-  /** Sleeps past a [[ShortLock]]. */
-  private def sleepPastALock(): Unit = Thread.sleep(190)
+  private val clock = new ManualClock
+
+  /** Time passes, past a [[ShortLock]]. */
+  private def pastALock(): Unit = clock.advance(ShortLock + 1)
 
   private def setUp(lockNanos: Long = LongLock): (FakeGroupAdmin, Backlog) = {
     val admin = new FakeGroupAdmin
     admin.partitionCounts = Map("t" -> 2)
-    (admin, new Backlog(admin, "kafka-share-g-run", () => lockNanos))
+    (admin, new Backlog(admin, "kafka-share-g-run", () => lockNanos, clock))
   }
 
   /** One partition with 5 records left by Kafka's count, assigned to this run's consumers, at end offset 100. */
@@ -136,17 +138,17 @@ class BacklogSuite extends AnyFunSuite {
     val (_, backlog) = withStaleLag(ShortLock)
     roundFindsNothing(backlog)
     assert(backlog.refresh(Set("t")).contains(0L))
-    sleepPastALock()
+    pastALock()
     assert(backlog.refresh(Set("t")).contains(5L), "what another member held may have come back")
   }
 
   test("the lock duration counts from the end of the last round that found nothing, not the first") {
     val (_, backlog) = withStaleLag(ShortLock)
     roundFindsNothing(backlog)
-    sleepPastALock()
+    pastALock()
     roundFindsNothing(backlog)
     assert(backlog.refresh(Set("t")).contains(0L), "the second round ended just now")
-    sleepPastALock()
+    pastALock()
     assert(backlog.refresh(Set("t")).contains(5L))
   }
 
@@ -158,7 +160,7 @@ class BacklogSuite extends AnyFunSuite {
     assert(backlog.refresh(Set("t")).isEmpty, "no lag reported")
     roundFindsNothing(backlog)
     assert(backlog.refresh(Set("t")).contains(0L))
-    sleepPastALock()
+    pastALock()
     assert(backlog.refresh(Set("t")).contains(0L))
     assert(backlog.quietForALock, "only partitions quiet with a reported lag wait for a lock duration")
     admin.endOffsetsNow = Map(t0 -> 101L)
@@ -171,7 +173,7 @@ class BacklogSuite extends AnyFunSuite {
     roundFindsNothing(backlog)
     assert(backlog.refresh(Set("t")).contains(0L))
     assert(!backlog.quietForALock, "quiet since a round that began just now")
-    sleepPastALock()
+    pastALock()
     roundFindsNothing(backlog) // the same lag and end offset: quiet since the first round
     assert(backlog.refresh(Set("t")).contains(0L))
     assert(backlog.quietForALock)
@@ -223,11 +225,11 @@ class BacklogSuite extends AnyFunSuite {
   test("the topics are described again once PartitionsRefreshNanos have passed") {
     val (admin, backlog) = setUp()
     backlog.refresh(Set("t"))
-    FakeGroupAdmin.backdate(backlog, "described", Backlog.PartitionsRefreshNanos - TimeUnit.SECONDS.toNanos(1))
+    clock.advance(Backlog.PartitionsRefreshNanos - TimeUnit.SECONDS.toNanos(1))
     backlog.refresh(Set("t"))
     assert(admin.callsOf("partitionsOf") == 1, "not due yet")
     admin.partitionCounts = Map("t" -> 3)
-    FakeGroupAdmin.backdate(backlog, "described", TimeUnit.SECONDS.toNanos(2))
+    clock.advance(TimeUnit.SECONDS.toNanos(2))
     backlog.refresh(Set("t"))
     assert(admin.callsOf("partitionsOf") == 2)
     assert(backlog.partitionCount.contains(3))

@@ -102,20 +102,4 @@ private[planning] object FakeGroupAdmin {
 
   def unreachableError(action: String): KafkaShareRuntimeException =
     KafkaShareErrors.brokerUnreachable("b:9092", 100L, action, new java.util.concurrent.TimeoutException("no answer"))
-
-  /**
-   * Moves a timestamp the object under test keeps (a `Long` field, as System.nanoTime() gave it) `nanos`
-   * into the past, so that a test of a rule about seconds need not sleep them. The field is private:
-   * renaming it fails the test loudly (NoSuchFieldException).
-   */
-  def backdate(target: AnyRef, field: String, nanos: Long): Unit = {
-    val f = target.getClass.getDeclaredField(field)
-    f.setAccessible(true)
-    f.get(target) match {
-      case at: java.lang.Long => f.set(target, java.lang.Long.valueOf(at - nanos))
-      case Some(at: java.lang.Long) => f.set(target, Some(java.lang.Long.valueOf(at - nanos)))
-      case Some(inner: AnyRef) => backdate(inner, "at", nanos) // Backlog's DescribedTopics
-      case other => throw new IllegalArgumentException(s"$field of ${target.getClass.getSimpleName} is $other")
-    }
-  }
 }

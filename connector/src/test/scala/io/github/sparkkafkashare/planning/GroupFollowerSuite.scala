@@ -27,12 +27,13 @@ class GroupFollowerSuite extends AnyFunSuite {
     a
   }
 
-  private def follower(a: FakeGroupAdmin, parallelism: Int = 2): GroupFollower =
-    new GroupFollower(a, options, parallelism, runId)
+  private val clock = new ManualClock
 
-  /** Makes the group's limits due for reading again, as if [[Backlog.PartitionsRefreshNanos]] had passed. */
-  private def limitsDue(f: GroupFollower): Unit =
-    FakeGroupAdmin.backdate(f, "limitsChecked", Backlog.PartitionsRefreshNanos)
+  private def follower(a: FakeGroupAdmin, parallelism: Int = 2): GroupFollower =
+    new GroupFollower(a, options, parallelism, runId, clock)
+
+  /** Makes the group's limits due for reading again: [[Backlog.PartitionsRefreshNanos]] pass. */
+  private def limitsDue(): Unit = clock.advance(Backlog.PartitionsRefreshNanos)
 
   test("at construction it checks for share groups, then configures the group with the subscribed partitions") {
     val a = admin(partitions = 3)
@@ -124,7 +125,7 @@ class GroupFollowerSuite extends AnyFunSuite {
     val f = follower(a)
     assert(f.consumerConfig(MaxPollRecords) == "10000")
     a.currentLimits = () => FakeGroupAdmin.limits(recordLocks = 8000)
-    limitsDue(f)
+    limitsDue()
     f.follow(Some(4), outageOngoing = false)
     assert(a.callsOf("groupLimits") == 1)
     assert(f.groupLimits.recordLocksPerPartition == 8000)
@@ -138,7 +139,7 @@ class GroupFollowerSuite extends AnyFunSuite {
     val f = follower(a)
     val before = f.consumerConfig
     a.currentLimits = () => FakeGroupAdmin.limits(lockMs = 5000L, renew = false)
-    limitsDue(f)
+    limitsDue()
     f.follow(Some(4), outageOngoing = false)
     assert(f.groupLimits == FakeGroupAdmin.limits(lockMs = 5000L, renew = false))
     assert(f.consumerConfig eq before)
@@ -148,7 +149,7 @@ class GroupFollowerSuite extends AnyFunSuite {
     val a = admin(partitions = 4, recordLocks = 8000)
     val f = follower(a)
     a.currentLimits = () => FakeGroupAdmin.limits(recordLocks = 2000)
-    limitsDue(f)
+    limitsDue()
     f.follow(Some(8), outageOngoing = true)
     assert(a.callsOf("groupLimits") == 0)
     assert(f.groupLimits.recordLocksPerPartition == 8000)
@@ -164,7 +165,7 @@ class GroupFollowerSuite extends AnyFunSuite {
     val f = follower(a)
     val before = f.consumerConfig
     a.unreachable = true
-    limitsDue(f)
+    limitsDue()
     f.follow(Some(4), outageOngoing = false)
     assert(a.callsOf("groupLimits") == 1)
     assert(f.groupLimits.recordLocksPerPartition == 8000)
@@ -173,7 +174,7 @@ class GroupFollowerSuite extends AnyFunSuite {
     assert(a.callsOf("groupLimits") == 1)
     a.unreachable = false
     a.currentLimits = () => FakeGroupAdmin.limits(recordLocks = 2000)
-    limitsDue(f)
+    limitsDue()
     f.follow(Some(4), outageOngoing = false)
     assert(f.groupLimits.recordLocksPerPartition == 2000)
   }

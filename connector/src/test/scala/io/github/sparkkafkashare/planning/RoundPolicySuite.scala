@@ -40,7 +40,8 @@ class RoundPolicySuite extends AnyFunSuite {
       val c = Array.fill(11)(new LongAccumulator)
       KafkaShareSourceMetrics(c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7), c(8), c(9), c(10))
     }
-    val backlog = new Backlog(admin, "kafka-share-g-run", () => lockNanos)
+    val clock = new ManualClock
+    val backlog = new Backlog(admin, "kafka-share-g-run", () => lockNanos, clock)
     val outage = new OutageTolerance(admin, maxFailures, "g")
     val slots = new SlotLocations()
     var live: Set[String] = Set("a", "b")
@@ -49,11 +50,12 @@ class RoundPolicySuite extends AnyFunSuite {
       counters,
       backlog,
       outage,
-      new SubscribedTopics(admin, Subscription.Topics(Seq("t"))),
+      new SubscribedTopics(admin, Subscription.Topics(Seq("t")), clock),
       slots,
       () => countedOutsideTasks,
       () => live,
-      triggersBackToBack
+      triggersBackToBack,
+      clock
     )
 
     /** The last committed round: the offsets start at round 0. */
@@ -89,9 +91,9 @@ class RoundPolicySuite extends AnyFunSuite {
 
     def round: Long = lastPlanned.get.round
 
-    /** Makes the backlog due for a lookup `inMillis` from now, as if [[SubscribedTopics.RefreshNanos]] had passed. */
+    /** Makes the backlog, looked up last just now, due for a lookup `inMillis` from now: time passes. */
     def backlogDue(inMillis: Long = 0): Unit =
-      FakeGroupAdmin.backdate(policy, "backlogChecked", SubscribedTopics.RefreshNanos + 1 - inMillis * 1000000)
+      clock.advance(SubscribedTopics.RefreshNanos - TimeUnit.MILLISECONDS.toNanos(inMillis))
   }
 
   private def read(slot: Int, round: Long, executor: String, held: Int = 0) = SlotRead(slot, round, executor, held)
@@ -164,6 +166,7 @@ class RoundPolicySuite extends AnyFunSuite {
     run.backlogDue(inMillis = 100)
     assert(run.next().contains(true))
     assert(run.admin.callsOf("lags") == 2)
+    assert(run.clock.sleptNanos == TimeUnit.MILLISECONDS.toNanos(100), "it waited for the lookup, no longer")
   }
 
   test("a lag Kafka leaves stale after a round that found nothing in its partition plans no more rounds") {
@@ -396,7 +399,7 @@ class RoundPolicySuite extends AnyFunSuite {
     assert(run.lastPlanned.get.roundStart.keySet == Set(t0))
     run.runs(acquired = 0)
     assert(run.next().contains(true), "quiet since a round that began just now: a dead member's locks may hold")
-    Thread.sleep(190)
+    run.clock.advance(TimeUnit.MILLISECONDS.toNanos(190))
     run.runs(acquired = 0)
     assert(run.next().isEmpty, "quiet for a lock duration over two rounds that found nothing")
   }
@@ -414,7 +417,7 @@ class RoundPolicySuite extends AnyFunSuite {
     run.runs(acquired = 0, reads = Seq(read(0, 3, "b")))
     assert(run.next().contains(true))
     // Once it may have released them (LeftBehindReleaseNanos), what was taken decides again.
-    FakeGroupAdmin.backdate(run.policy, "slotMovedAt", RoundPolicy.LeftBehindReleaseNanos)
+    run.clock.advance(RoundPolicy.LeftBehindReleaseNanos)
     run.runs(acquired = 0, reads = Seq(read(0, 4, "b")))
     assert(run.next().isEmpty)
   }

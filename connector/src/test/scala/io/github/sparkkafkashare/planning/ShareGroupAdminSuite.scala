@@ -7,15 +7,15 @@ import java.util.concurrent.TimeUnit.SECONDS
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.UsesLocalServices
+import io.github.sparkkafkashare.{LocalKafka, UsesLocalServices}
 import io.github.sparkkafkashare.executor.GroupLimits
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
-import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic, RecordsToDelete}
+import org.apache.kafka.clients.admin.{AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic, RecordsToDelete}
 import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
+import org.apache.kafka.common.serialization.StringSerializer
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.concurrent.Eventually._
@@ -29,8 +29,8 @@ import org.scalatest.funsuite.AnyFunSuite
 @UsesLocalServices
 class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
 
-  private val bootstrap = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
-  private lazy val admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
+  private val bootstrap = LocalKafka.bootstrap
+  private lazy val admin = LocalKafka.newAdmin()
 
   override def afterAll(): Unit = admin.close()
 
@@ -80,15 +80,7 @@ class ShareGroupAdminSuite extends AnyFunSuite with BeforeAndAfterAll {
     admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group).get(30, SECONDS).members().size()
 
   private def shareConsumer(group: String, topics: String*): KafkaShareConsumer[Array[Byte], Array[Byte]] = {
-    val consumer = new KafkaShareConsumer(
-      Map[String, Object](
-        "bootstrap.servers" -> bootstrap,
-        "group.id" -> group,
-        "share.acknowledgement.mode" -> "explicit"
-      ).asJava,
-      new ByteArrayDeserializer,
-      new ByteArrayDeserializer
-    )
+    val consumer = LocalKafka.newShareConsumer(group)
     consumer.subscribe(topics.asJava)
     consumer
   }
