@@ -5,16 +5,30 @@ import java.util.concurrent.TimeUnit.SECONDS
 import scala.jdk.CollectionConverters._
 
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, NewTopic}
+import org.apache.kafka.clients.consumer.KafkaShareConsumer
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerRecord}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.config.ConfigResource
-import org.apache.kafka.common.serialization.StringSerializer
+import org.apache.kafka.common.serialization.{ByteArrayDeserializer, StringSerializer}
 
 /** The local broker the suites run against (`make kafka-up`, or KAFKA_BOOTSTRAP_SERVERS). */
 object LocalKafka {
   val bootstrap: String = sys.env.getOrElse("KAFKA_BOOTSTRAP_SERVERS", "localhost:9092")
 
   def newAdmin(): Admin = Admin.create(Map[String, Object]("bootstrap.servers" -> bootstrap).asJava)
+
+  /** A share consumer of `group` in explicit acknowledgement mode, with `settings` added: another member, as a test plays it. */
+  def newShareConsumer(group: String, settings: (String, String)*): KafkaShareConsumer[Array[Byte], Array[Byte]] =
+    new KafkaShareConsumer(
+      (Map[String, Object](
+        "bootstrap.servers" -> bootstrap,
+        "group.id" -> group,
+        "share.acknowledgement.mode" -> "explicit"
+      ) ++
+        settings).asJava,
+      new ByteArrayDeserializer,
+      new ByteArrayDeserializer
+    )
 
   /** Creates `topic` with one partition holding records "r-0" to "r-(n-1)"; returns its name. */
   def oneRecordPartition(admin: Admin, topic: String, n: Int): String = {

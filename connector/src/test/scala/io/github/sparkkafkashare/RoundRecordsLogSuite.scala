@@ -1,6 +1,5 @@
 package io.github.sparkkafkashare
 
-import java.net.URI
 import java.nio.file.Files
 import java.util.concurrent.TimeUnit.SECONDS
 
@@ -9,8 +8,7 @@ import scala.concurrent.duration._
 
 import io.github.sparkkafkashare.acknowledgements.{DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import org.apache.hadoop.conf.Configuration
-import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
-import org.apache.hadoop.util.Progressable
+import org.apache.hadoop.fs.{FSDataOutputStream, Path}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
 import org.scalatest.funsuite.AnyFunSuite
@@ -204,24 +202,14 @@ class RoundRecordsLogSuite extends AnyFunSuite {
  * The local file system under scheme `holding`, which holds two writers at each step where a check
  * could let both through: once each has created its file, and at each check whether a file exists.
  */
-final class HoldingFileSystem extends RawLocalFileSystem {
-  override def getUri: URI = URI.create(s"${HoldingFileSystem.Scheme}:///")
-
+final class HoldingFileSystem extends InterceptedLocalFileSystem(HoldingFileSystem.Scheme) {
   private def hold(): Unit =
     try HoldingFileSystem.barrier.get().await(5, SECONDS)
     catch {
       case _: java.util.concurrent.TimeoutException | _: java.util.concurrent.BrokenBarrierException => // one writer only
     }
 
-  override def create(
-      f: Path,
-      overwrite: Boolean,
-      bufferSize: Int,
-      replication: Short,
-      blockSize: Long,
-      progress: Progressable
-  ): FSDataOutputStream = {
-    val out = super.create(f, overwrite, bufferSize, replication, blockSize, progress)
+  override protected def created(f: Path, out: FSDataOutputStream): FSDataOutputStream = {
     hold()
     out
   }

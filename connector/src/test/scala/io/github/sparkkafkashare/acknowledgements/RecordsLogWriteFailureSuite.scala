@@ -1,7 +1,6 @@
 package io.github.sparkkafkashare.acknowledgements
 
 import java.io.{ByteArrayOutputStream, IOException, OutputStream}
-import java.net.URI
 import java.nio.charset.StandardCharsets.UTF_8
 import java.nio.file.Files
 import java.util.UUID
@@ -11,15 +10,12 @@ import java.util.concurrent.atomic.AtomicReference
 import scala.concurrent.duration._
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.LocalKafka
+import io.github.sparkkafkashare.{InterceptedLocalFileSystem, LocalKafka}
 import io.github.sparkkafkashare.LocalKafka.bootstrap
 import io.github.sparkkafkashare.UsesLocalServices
-import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
-import org.apache.hadoop.util.Progressable
+import org.apache.hadoop.fs.{FSDataOutputStream, Path}
 import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec
-import org.apache.kafka.clients.consumer.KafkaShareConsumer
 import org.apache.kafka.common.TopicPartition
-import org.apache.kafka.common.serialization.ByteArrayDeserializer
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.streaming.Trigger
 import org.scalatest.BeforeAndAfterAll
@@ -155,17 +151,8 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   /** Acquires up to 50 records of `topic` for `group` with a share consumer of its own, and closes it (releasing them). */
   private def otherExecutorsPoll(group: String, topic: String): Seq[LoggedRecord] = {
-    val consumer = new KafkaShareConsumer[Array[Byte], Array[Byte]](
-      Map[String, Object](
-        "bootstrap.servers" -> bootstrap,
-        "group.id" -> group,
-        "share.acknowledgement.mode" -> "explicit",
-        "max.poll.records" -> "50",
-        "share.acquire.mode" -> "record_limit"
-      ).asJava,
-      new ByteArrayDeserializer,
-      new ByteArrayDeserializer
-    )
+    val consumer =
+      LocalKafka.newShareConsumer(group, "max.poll.records" -> "50", "share.acquire.mode" -> "record_limit")
     try {
       consumer.subscribe(Seq(topic).asJava)
       val deadline = System.nanoTime() + 30.seconds.toNanos
@@ -185,22 +172,12 @@ class RecordsLogWriteFailureSuite extends AnyFunSuite with BeforeAndAfterAll {
  * logs records fails as its content is stored, as a write to a checkpoint's storage can. What that
  * file was to hold is kept.
  */
-final class FailingOnceFileSystem extends RawLocalFileSystem {
-  override def getUri: URI = URI.create(s"${FailingOnceFileSystem.Scheme}:///")
-
-  override def create(
-      f: Path,
-      overwrite: Boolean,
-      bufferSize: Int,
-      replication: Short,
-      blockSize: Long,
-      progress: Progressable
-  ): FSDataOutputStream = {
-    val out = super.create(f, overwrite, bufferSize, replication, blockSize, progress)
+final class FailingOnceFileSystem extends InterceptedLocalFileSystem(FailingOnceFileSystem.Scheme) {
+  override protected def created(f: Path, out: FSDataOutputStream): FSDataOutputStream = {
     // A slot file is put in place from a temporary file beside it: .<slot>.json.<uuid>.tmp
     val slotFile = "\\.(\\d+\\.json)\\..*\\.tmp".r
-    (f.getName, Option(f.getParent).flatMap(p => Option(p.getParent)).map(_.getName).orNull) match {
-      case (slotFile(name), "kafka-share-rounds") =>
+    f.getName match {
+      case slotFile(name) if InterceptedLocalFileSystem.inRound(f) =>
         val written = new ByteArrayOutputStream()
         new FSDataOutputStream(
           new OutputStream {

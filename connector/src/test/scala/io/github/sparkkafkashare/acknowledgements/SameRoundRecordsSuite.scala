@@ -1,17 +1,15 @@
 package io.github.sparkkafkashare.acknowledgements
 
-import java.net.URI
 import java.nio.file.Files
 import java.util.UUID
 import java.util.concurrent.atomic.AtomicBoolean
 
 import scala.concurrent.duration._
 
-import io.github.sparkkafkashare.LocalKafka
+import io.github.sparkkafkashare.{InterceptedLocalFileSystem, LocalKafka}
 import io.github.sparkkafkashare.LocalKafka.bootstrap
 import io.github.sparkkafkashare.UsesLocalServices
-import org.apache.hadoop.fs.{FSDataOutputStream, Path, RawLocalFileSystem}
-import org.apache.hadoop.util.Progressable
+import org.apache.hadoop.fs.Path
 import org.apache.kafka.clients.admin.NewTopic
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.streaming.Trigger
@@ -105,25 +103,14 @@ class SameRoundRecordsSuite extends AnyFunSuite with BeforeAndAfterAll {
  * The local file system under scheme `slow-first-write`: once armed, the first file it creates under
  * a records log's round takes 6 s to create, as on a stalled store.
  */
-final class SlowFirstWriteFileSystem extends RawLocalFileSystem {
-  override def getUri: URI = URI.create(s"${SlowFirstWriteFileSystem.Scheme}:///")
-
-  override def create(
-      f: Path,
-      overwrite: Boolean,
-      bufferSize: Int,
-      replication: Short,
-      blockSize: Long,
-      progress: Progressable
-  ): FSDataOutputStream = {
-    val inRound = Option(f.getParent).flatMap(p => Option(p.getParent)).exists(_.getName == "kafka-share-rounds")
+final class SlowFirstWriteFileSystem extends InterceptedLocalFileSystem(SlowFirstWriteFileSystem.Scheme) {
+  override protected def creating(f: Path): Unit =
     if (
-      inRound && SlowFirstWriteFileSystem.armed.get() && SlowFirstWriteFileSystem.delayed.compareAndSet(false, true)
+      InterceptedLocalFileSystem.inRound(f) && SlowFirstWriteFileSystem.armed.get() &&
+      SlowFirstWriteFileSystem.delayed.compareAndSet(false, true)
     ) {
       Thread.sleep(6000)
     }
-    super.create(f, overwrite, bufferSize, replication, blockSize, progress)
-  }
 }
 
 object SlowFirstWriteFileSystem {

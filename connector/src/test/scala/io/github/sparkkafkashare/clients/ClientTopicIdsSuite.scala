@@ -25,16 +25,6 @@ class ClientTopicIdsSuite extends AnyFunSuite with BeforeAndAfterAll {
 
   override def afterAll(): Unit = admin.close()
 
-  private def shareConsumer(group: String) = new KafkaShareConsumer(
-    Map[String, Object](
-      "bootstrap.servers" -> bootstrap,
-      "group.id" -> group,
-      "share.acknowledgement.mode" -> "explicit"
-    ).asJava,
-    new ByteArrayDeserializer,
-    new ByteArrayDeserializer
-  )
-
   /** Polls until records come; acknowledges them, so the next poll may run. */
   private def pollRecords(consumer: KafkaShareConsumer[Array[Byte], Array[Byte]]): Unit = {
     val deadline = System.nanoTime() + 30000000000L
@@ -53,7 +43,7 @@ class ClientTopicIdsSuite extends AnyFunSuite with BeforeAndAfterAll {
     val topic = LocalKafka.oneRecordPartition(admin, s"ids-${UUID.randomUUID().toString.take(8)}", 3)
     val group = topic
     LocalKafka.setGroupConfigs(admin, group, "share.auto.offset.reset" -> "earliest")
-    val consumer = shareConsumer(group)
+    val consumer = LocalKafka.newShareConsumer(group)
     try {
       consumer.subscribe(Seq(topic).asJava)
       pollRecords(consumer)

@@ -15,8 +15,7 @@ import io.github.sparkkafkashare.LocalKafka.bootstrap
 import io.github.sparkkafkashare.UsesLocalServices
 import io.github.sparkkafkashare.acknowledgements.AcknowledgementMarks
 import org.apache.kafka.clients.admin.NewTopic
-import org.apache.kafka.clients.consumer.{AcknowledgeType, KafkaShareConsumer}
-import org.apache.kafka.common.serialization.ByteArrayDeserializer
+import org.apache.kafka.clients.consumer.AcknowledgeType
 import org.apache.spark.{SparkConf, SparkContext}
 import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
@@ -90,15 +89,7 @@ class BrokerPauseSuite extends AnyFunSuite with BeforeAndAfterAll {
       )
     } finally slot.close(-1L, AcknowledgementMarks.None, Duration.ofSeconds(30))
     // The group delivers every record the slot could not acknowledge again; none is lost.
-    val other = new KafkaShareConsumer(
-      Map[String, Object](
-        "bootstrap.servers" -> bootstrap,
-        "group.id" -> group,
-        "share.acknowledgement.mode" -> "explicit"
-      ).asJava,
-      new ByteArrayDeserializer,
-      new ByteArrayDeserializer
-    )
+    val other = LocalKafka.newShareConsumer(group)
     try {
       other.subscribe(java.util.List.of(topic))
       val deadline = System.nanoTime() + SECONDS.toNanos(60)
