@@ -100,11 +100,11 @@ def cluster(spark: SparkSession) -> Iterator[ThreeNodes]:
 
 
 def drain(
-    spark: SparkSession, cluster: ThreeNodes, topic: str, group: str, strategy: str, fault: Callable[[], None]
-) -> tuple[list[str], dict[str, str]]:
+    spark: SparkSession, cluster: ThreeNodes, topic: str, group: str, strategy: str, fault: Callable[[], str]
+) -> tuple[list[str], dict[str, str], str]:
     """Drains `topic` with Trigger.AvailableNow into a foreachBatch sink idempotent per batch id, running
-    `fault` on a thread of its own once the first batch has records; returns what the sink holds and the
-    source's metrics."""
+    `fault` on a thread of its own once the first batch has records; returns what the sink holds, the
+    source's metrics and what the fault did (its return value)."""
     written: dict[int, list[str]] = {}
     started = threading.Event()
 
@@ -130,11 +130,12 @@ def drain(
     )
     query = stream.writeStream.foreachBatch(sink).trigger(availableNow=True).start()
     failure: list[BaseException] = []
+    done: list[str] = []
 
     def inject() -> None:
         try:
             if started.wait(60):
-                fault()
+                done.append(fault())
         except BaseException as e:  # reported by the test, not lost on this thread
             failure.append(e)
 
@@ -146,20 +147,20 @@ def drain(
         assert not failure, failure
         assert ended, f"the drain did not end within {DRAIN_TIMEOUT_S} s"
         assert query.exception() is None, query.exception()
-        return [v for rows in written.values() for v in rows], source_metrics(query)
+        assert done, (
+            "the drain ended before the fault was injected: the first batch had no records within 60 s"
+        )
+        return [v for rows in written.values() for v in rows], source_metrics(query), done[0]
     finally:
         query.stop()
 
 
-def check(
-    cluster: ThreeNodes,
-    strategy: str,
-    group: str,
-    topic: str,
-    got: list[str],
-    metrics: dict[str, str],
-    what: str,
+def assert_drain_loses_nothing(
+    spark: SparkSession, cluster: ThreeNodes, topic: str, group: str, strategy: str, fault: Callable[[], str]
 ) -> None:
+    """Drains `topic` through `fault` (see `drain`): every record read, none twice under two-phase-commit,
+    none left in the group."""
+    got, metrics, what = drain(spark, cluster, topic, group, strategy, fault)
     # Under none a fault can cost records their consumer's acknowledgement or lock: the group delivers
     # exactly those again. two-phase-commit drops their redelivery.
     again = int(metrics.get("acknowledgementsFailed", 0)) + int(metrics.get("locksExpired", 0))
@@ -209,33 +210,27 @@ def test_the_leader_paused_past_the_lock_then_resumed_loses_nothing_and_the_drai
     node = 1
     topic = new_topic(cluster, leader=node)
 
-    def pause() -> None:
+    def pause() -> str:
         cluster.run("pause", str(node))
         try:
             time.sleep(2.5 * LOCK_S)
         finally:
             cluster.run("resume", str(node))
+        return f"node {node}, leader of every partition, paused {2.5 * LOCK_S:g} s"
 
-    got, metrics = drain(spark, cluster, topic, group, strategy, pause)
-    check(
-        cluster,
-        strategy,
-        group,
-        topic,
-        got,
-        metrics,
-        f"node {node}, leader of every partition, paused {2.5 * LOCK_S:g} s",
-    )
+    assert_drain_loses_nothing(spark, cluster, topic, group, strategy, pause)
     # The topic, and the share group's state, have a replica on every node: losing one loses nothing.
     for name in (topic, "__share_group_state"):
         described = cluster.tool("topics", "--describe", "--topic", name)
         assert re.search(r"ReplicationFactor: 3\tConfigs: .*min\.insync\.replicas=2", described), described
 
 
-def restart_after(cluster: ThreeNodes, node: int, down_s: float, stop: str) -> None:
+def restart_after(cluster: ThreeNodes, node: int, down_s: float, stop: str, role: str) -> str:
+    """Stops `node` (`stop`: kill or stop-node), starts it again `down_s` later, and says so."""
     cluster.run(stop, str(node))
     time.sleep(down_s)
     cluster.run("start-node", str(node))
+    return f"node {node}, {role}, {'SIGKILLed' if stop == 'kill' else 'stopped cleanly'} for {down_s:g} s"
 
 
 @pytest.mark.cluster_only
@@ -245,18 +240,11 @@ def test_a_leader_killed_and_started_again_loses_nothing(
 ) -> None:
     topic = new_topic(cluster)
     node = cluster.leader_of(topic, 0)
-    got, metrics = drain(
-        spark, cluster, topic, group, strategy, lambda: restart_after(cluster, node, 20, "kill")
-    )
-    check(
-        cluster,
-        strategy,
-        group,
-        topic,
-        got,
-        metrics,
-        f"node {node}, leader of partition 0, SIGKILLed for 20 s",
-    )
+
+    def kill_leader() -> str:
+        return restart_after(cluster, node, 20, "kill", "leader of partition 0")
+
+    assert_drain_loses_nothing(spark, cluster, topic, group, strategy, kill_leader)
 
 
 @pytest.mark.cluster_only
@@ -265,22 +253,11 @@ def test_the_group_coordinator_killed_and_started_again_loses_nothing(
     spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
 ) -> None:
     topic = new_topic(cluster)
-    nodes: list[int] = []
 
-    def kill_coordinator() -> None:
-        nodes.append(cluster.coordinator_of(group))
-        restart_after(cluster, nodes[0], 20, "kill")
+    def kill_coordinator() -> str:  # the group has one once its first member joined
+        return restart_after(cluster, cluster.coordinator_of(group), 20, "kill", "the group's coordinator")
 
-    got, metrics = drain(spark, cluster, topic, group, strategy, kill_coordinator)
-    check(
-        cluster,
-        strategy,
-        group,
-        topic,
-        got,
-        metrics,
-        f"node {nodes}, the group's coordinator, SIGKILLed for 20 s",
-    )
+    assert_drain_loses_nothing(spark, cluster, topic, group, strategy, kill_coordinator)
 
 
 @pytest.mark.cluster_only
@@ -290,13 +267,13 @@ def test_a_rolling_restart_of_every_node_loses_nothing(
 ) -> None:
     topic = new_topic(cluster)
 
-    def rolling_restart() -> None:
+    def rolling_restart() -> str:
         for node in (1, 2, 3):
-            restart_after(cluster, node, 10, "stop-node")
+            restart_after(cluster, node, 10, "stop-node", "in turn")
             time.sleep(5)  # the node catches up before the next one goes
+        return "each node stopped cleanly for 10 s in turn"
 
-    got, metrics = drain(spark, cluster, topic, group, strategy, rolling_restart)
-    check(cluster, strategy, group, topic, got, metrics, "each node stopped cleanly for 10 s in turn")
+    assert_drain_loses_nothing(spark, cluster, topic, group, strategy, rolling_restart)
 
 
 @pytest.mark.cluster_only
@@ -305,19 +282,8 @@ def test_the_active_controller_killed_fails_over_and_loses_nothing(
     spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
 ) -> None:
     topic = new_topic(cluster)
-    nodes: list[int] = []
 
-    def kill_controller() -> None:
-        nodes.append(cluster.active_controller())
-        restart_after(cluster, nodes[0], 20, "kill")
+    def kill_controller() -> str:
+        return restart_after(cluster, cluster.active_controller(), 20, "kill", "the active controller")
 
-    got, metrics = drain(spark, cluster, topic, group, strategy, kill_controller)
-    check(
-        cluster,
-        strategy,
-        group,
-        topic,
-        got,
-        metrics,
-        f"node {nodes}, the active controller, SIGKILLed for 20 s",
-    )
+    assert_drain_loses_nothing(spark, cluster, topic, group, strategy, kill_controller)
