@@ -268,10 +268,11 @@ def test_a_rolling_restart_of_every_node_loses_nothing(
     topic = new_topic(cluster)
 
     def rolling_restart() -> str:
+        restarts = []
         for node in (1, 2, 3):
-            restart_after(cluster, node, 10, "stop-node", "in turn")
+            restarts.append(restart_after(cluster, node, 10, "stop-node", "in a rolling restart"))
             time.sleep(5)  # the node catches up before the next one goes
-        return "each node stopped cleanly for 10 s in turn"
+        return "; ".join(restarts)
 
     assert_drain_loses_nothing(spark, cluster, topic, group, strategy, rolling_restart)
 
