@@ -249,6 +249,38 @@ lazy val providerHandlers = project
     libraryDependencies ++= Seq("org.apache.kafka" % "kafka-clients" % kafkaVersion, "org.bitbucket.b_c" % "jose4j" % jose4jVersion)
   )
 
+// A JVM driver application for integration-tests/test_standalone_cluster.py: a standalone master restarts
+// only JVM drivers under --deploy-mode cluster --supervise (dev/sbt-classpath supervisedDriver
+// supervised-driver- names its jar). Java, built against Spark 4.3 for Spark 4 and against Spark 3.5 for
+// Spark 3.5 (supervisedDriverSpark35): the streaming writer's builder methods return another type in each.
+// Not published.
+val supervisedDriverSettings: Seq[Setting[_]] = Seq(
+  publish / skip := true,
+  crossPaths := false,
+  autoScalaLibrary := false,
+  exportJars := true,
+  javacOptions ++= Seq("--release", "17")
+)
+
+lazy val supervisedDriver = project
+  .in(file("integration-tests/supervised-driver"))
+  .settings(supervisedDriverSettings)
+  .settings(
+    name := "supervised-driver",
+    sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
+    Compile / unmanagedJars ++= (sparkJarsDir.value * "*.jar").classpath
+  )
+
+lazy val supervisedDriverSpark35 = project
+  .in(file("integration-tests/supervised-driver/spark-3.5"))
+  .settings(supervisedDriverSettings)
+  .settings(
+    name := "supervised-driver-spark35",
+    scalaVersion := "2.12.18",
+    Compile / unmanagedSourceDirectories := Seq((supervisedDriver / Compile / javaSource).value),
+    libraryDependencies += "org.apache.spark" %% "spark-sql" % spark35Version % Provided
+  )
+
 lazy val root = project
   .in(file("."))
   .aggregate(connector)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,8 +167,11 @@ def standalone_cluster(directory: Path, workers: int = 2) -> StandaloneCluster:
     )
 
 
-def spark_submit(cluster: StandaloneCluster, jar: str, job: Path, *args: str) -> list[str]:
-    """The spark-submit command that runs `job` against `cluster`, with the connector on --jars."""
+def spark_submit(
+    cluster: StandaloneCluster, jar: str, job: Path | str, *args: str, submit_options: Sequence[str] = ()
+) -> list[str]:
+    """The spark-submit command that runs `job` against `cluster`, with the connector on --jars and
+    `submit_options` before the job."""
     return [
         str(SPARK_HOME / "bin" / "spark-submit"),
         "--master",
@@ -180,6 +184,7 @@ def spark_submit(cluster: StandaloneCluster, jar: str, job: Path, *args: str) ->
         "spark.executor.cores=1",
         "--conf",
         "spark.ui.enabled=false",
+        *submit_options,
         str(job),
         *args,
     ]
