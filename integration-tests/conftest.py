@@ -142,6 +142,14 @@ class KafkaCluster:
         """Grows `topic` to `total` partitions."""
         self.admin.create_partitions([NewPartitions(topic, total)])[topic].result(timeout=30)
 
+    def topic_with(
+        self, values: list[str], partitions: int = 1, key: Callable[[int], str] | None = None
+    ) -> str:
+        """A new topic of `partitions` partitions, holding `values` (keyed by `key` of their index)."""
+        topic = self.new_topic(partitions)
+        self.produce(topic, values, key)
+        return topic
+
     def produce(
         self,
         topic: str,

@@ -125,8 +125,7 @@ def test_a_query_reads_with_only_the_acls_the_user_guide_lists(
     spark: SparkSession, kafka: KafkaCluster, group: str, acls: Callable[[str, list[Acl]], None], case: str
 ) -> None:
     group_acls, options_set_configs = LEAST_ACLS[case]
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(300))
+    topic = kafka.topic_with(values(300), partitions=2)
     acls(
         "User:alice",
         [(ResourceType.TOPIC, topic, AclOperation.READ)] + [(k, group, op) for k, op in group_acls],
@@ -172,8 +171,7 @@ def test_a_principal_missing_an_acl_fails_the_query_saying_which_acls_it_needs(
 ) -> None:
     # Without READ on the group, Kafka's client ends the membership and throws the refusal once; a
     # retried task then reads nothing, and the query must fail rather than run on reading nothing.
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(100))
+    topic = kafka.topic_with(values(100), partitions=2)
     acls(
         "User:alice",
         [(kind, topic if kind == ResourceType.TOPIC else group, op) for kind, op in MISSING_ACL[case]],
@@ -252,9 +250,8 @@ def test_a_batch_to_re_run_that_the_principal_may_no_longer_read_fails_saying_so
 ) -> None:
     # Under two-phase-commit the restart reads the killed batch back with a consumer of its own, which
     # met a refusal with Kafka's raw exception, under the shaded class name.
-    topic = kafka.new_topic()
     expected = values(1_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     read_topic: Acl = (ResourceType.TOPIC, topic, AclOperation.READ)
     acls(
         "User:alice",

@@ -220,8 +220,7 @@ def test_the_strategies_that_log_rounds_refuse_async_progress_tracking_at_query_
 ) -> None:
     """asyncProgressTrackingEnabled is a writeStream option, so the source learns of it when the query
     starts: the query fails then, before it reads anything."""
-    topic = kafka.new_topic()
-    kafka.produce(topic, ["r"])
+    topic = kafka.topic_with(["r"])
     options = {**VALID, "subscribe": topic, "kafka.share.group.id": group, "startingOffsets": "earliest"}
     options["kafka.share.exactly.once.strategy"] = "checkpoint-dedup"
     df = spark.readStream.format("kafka-share").options(**options)

@@ -101,9 +101,8 @@ def decode_failing_once(marker: Path) -> Any:
 def test_every_record_once_with_more_consumers_than_partitions(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path, driver_log: Callable[[], str]
 ) -> None:
-    topic = kafka.new_topic(partitions=1)
     expected = values(10_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
 
     before = scan_task_metrics(spark)
     df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "4", "startingOffsets": "earliest"})
@@ -191,9 +190,8 @@ def test_two_queries_in_one_group_split_the_records(
 def test_a_failed_tasks_records_are_returned_by_its_retry_without_another_delivery(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(partitions=1)
     expected = values(2_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     marker = tmp_path / "failed-once"
 
     df = share_stream(spark, topic, group, **{"kafka.share.parallelism": "2", "startingOffsets": "earliest"})
@@ -216,9 +214,8 @@ def test_what_a_task_that_fails_after_reading_counted_is_reported_once(
     counts, but what it counted happened: the source reports it with the slot's next task, so
     `recordsAcquired` matches the records the sink got and `consumersJoined` counts the failed
     attempt's consumer."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(1_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     marker = tmp_path / "failed-once"
     options = {
         "kafka.share.parallelism": "2",
@@ -297,8 +294,7 @@ def test_records_deleted_before_the_group_read_them_are_skipped_and_the_query_go
 ) -> None:
     """What Spark's `failOnDataLoss` guards against, which a share group does not check: records
     removed from the log (by retention, here by Admin deleteRecords) before the group read them."""
-    topic = kafka.new_topic(partitions=1)
-    kafka.produce(topic, values(50, "a"))
+    topic = kafka.topic_with(values(50, "a"))
     first = parquet_query(share_stream(spark, topic, group, startingOffsets="earliest"), tmp_path)
     assert first.awaitTermination(120), "the first drain did not end"
     assert sorted(sink_values(spark, tmp_path)) == sorted(values(50, "a"))
@@ -374,9 +370,8 @@ def test_records_of_a_task_that_fails_four_times_are_read_after_a_restart_that_f
     """Spark's four attempts of a task fail, so the query fails; the restart's first attempt fails
     too, and its retry succeeds. Five failures: a failure that gave its records back each time would
     take them to Kafka's delivery-count limit (5 by default), and Kafka would archive them."""
-    topic = kafka.new_topic()
     expected = values(200)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     job = ("--master", "local[2,4]", "--fault", "task-failure", "--task-failures", "5")
     assert run_drain_job(topic, group, tmp_path, *job) != 0
     assert (tmp_path / "out" / "task-failure-injected-3").exists(), "the first run did not fail four times"

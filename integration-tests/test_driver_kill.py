@@ -26,9 +26,8 @@ from expectations import assert_every_record_once
 def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic()
     expected = values(1_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     assert run_drain_job(topic, group, tmp_path, "--kill-at", "sink-written") != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
     assert killed, "the first run was killed before its sink saw any record"
@@ -49,9 +48,8 @@ def test_driver_killed_between_sink_write_and_commit_loses_nothing(
 def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic()
     expected = values(1_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     # The sink RELEASEs the first delivery of every tenth record. The first run dies after its sink
     # wrote a batch; the restart re-runs that batch from the records log, and the sink marks it again.
     job = ("--strategy", "two-phase-commit", "--release-every", "10")
@@ -82,9 +80,8 @@ def test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every
     """The first run RELEASEs every tenth record of a batch and dies before Spark commits it; the
     restart re-runs the batch with the same records and marks none. The committed batch then holds
     every record, so none may reach the sink again: the first run's RELEASE marks are not the batch's."""
-    topic = kafka.new_topic()
     expected = values(1_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     job = ("--strategy", "two-phase-commit", "--sink", "skip")
     first_run = (*job, "--release-every", "10", "--kill-at", "sink-written")
     assert run_drain_job(topic, group, tmp_path, *first_run) != 0
@@ -110,8 +107,7 @@ def test_a_batch_to_re_run_whose_records_are_deleted_fails_saying_so_and_a_new_c
     # what to do, and doing that (a new checkpoint) reads on from the group's position. Batch ids
     # start at 0 again there, and the sink already holds those ids: it skips them, as Spark's file
     # sink and Delta do, without reading them, so their records wait for later batches.
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(400, "a"))
+    topic = kafka.topic_with(values(400, "a"))
     job = ("--strategy", "two-phase-commit", "--max-records-per-trigger", "100")
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     kafka.produce(topic, values(1_000, "c"))

@@ -36,9 +36,8 @@ from test_security import (
 def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_its_consumer(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
     expected = values(6_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
 
     master = "local-cluster[2,1,1024]"
     assert run_drain_job(topic, group, tmp_path, "--master", master, "--parallelism", "4") == 0
@@ -54,9 +53,8 @@ def test_two_executors_drain_a_topic_once_with_every_acknowledgement_reaching_it
 def test_explicit_marks_reach_the_consumer_that_holds_the_records_on_another_executor(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "4", "--release-every", "10")
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     # The drain reads the released records again before it ends: each is acquired twice.
@@ -108,9 +106,8 @@ SLOTS_ON_TWO_EXECUTORS = (
 def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_records_back(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(partitions=4)
     expected = values(12_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=4, key=str)
 
     # From the first batch in which every consumer read 100 records, another job keeps one of the two
     # executors busy for 150 s: that executor's slots move to the other one after Spark's locality
@@ -150,9 +147,8 @@ def test_an_available_now_drain_whose_slots_move_ends_once_what_was_left_behind_
     them busy for 30 s: its slots move to the other executor, and their consumers, left behind, hold
     that batch's records until the executor's janitor releases them. That batch takes the whole
     backlog, so a drain that counted those records as taken would end with them left to the group."""
-    topic = kafka.new_topic(partitions=4)
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=4, key=str)
     job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "4", "--occupy-executor-s", "30")
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     assert (tmp_path / "out" / "occupied-executor").read_text().isdigit()
@@ -171,9 +167,8 @@ def test_an_available_now_drain_whose_slots_move_ends_once_what_was_left_behind_
 def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_another_executor(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
 
     # A task of the first batch with records fails after its consumer joined the group and polled.
     # Spark drops the failed task's counts; with excludeOnFailure its retry runs on the other executor,
@@ -206,9 +201,8 @@ def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_
 def test_a_query_stopped_while_an_executor_is_busy_leaves_no_consumer_behind_in_the_group(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic(partitions=4)
     expected = values(4_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=4, key=str)
 
     # Once everything is read and committed, another job keeps one of the two executors busy and the
     # query stops meanwhile: the stop's closing job cannot run there, so the consumers of the slots
@@ -238,9 +232,8 @@ def test_a_query_stopped_while_an_executor_is_busy_leaves_no_consumer_behind_in_
 def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    topic = kafka.new_topic()
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, key=str)
 
     # The first batch with records is read again while the executor that read it is busy, as a
     # foreachBatch with two actions may be (or a stage re-run after an executor died): the read runs
@@ -273,9 +266,8 @@ def test_a_truststore_only_the_driver_has_fails_on_the_executors_saying_to_ship_
 ) -> None:
     # The driver runs where the truststore is and names it by its file name, as one does with
     # spark-submit --files; the executors' working directories have it only once it is shipped.
-    topic = kafka.new_topic(partitions=2)
     expected = values(500)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     driver_dir = tmp_path / "driver"
     driver_dir.mkdir()
     truststore = driver_dir / "kafka-truststore.p12"
@@ -316,9 +308,8 @@ def test_a_batch_re_run_on_new_executors_logs_in_with_kafkas_system_properties(
     # After a restart under two-phase-commit, the read-back of the batch to re-run is the first Kafka
     # client an executor JVM creates. It must read the operator's -Dorg.apache.kafka.* properties (here
     # the token endpoints OAUTHBEARER may use) under the shaded client's names, as the share consumers do.
-    topic = kafka.new_topic()
     expected = values(1_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     token_endpoint = TokenEndpoint()
     request.addfinalizer(token_endpoint.close)
     allowed = f"-Dorg.apache.kafka.{OAUTH_ALLOWED_URLS}={token_endpoint.url}"

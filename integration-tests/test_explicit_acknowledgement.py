@@ -62,9 +62,8 @@ def run_until(
 def test_released_records_come_back_with_a_higher_delivery_count_and_rejected_ones_never(
     spark: SparkSession, kafka: KafkaCluster, group: str, strategy: str
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
     expected = values(300)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     to_release = set(expected[1::3])
     to_reject = set(expected[2::3])
     seen: list[tuple[str, int]] = []
@@ -109,9 +108,8 @@ def test_marks_reach_a_slot_whose_next_batch_ran_no_task(
     the records of the batch before when a later batch settles them. The marks that batch made
     must apply then: every first delivery is RELEASEd and must come back. Settled by the marks of
     the unread batch (none), they would be ACCEPTed instead."""
-    topic = kafka.new_topic()
     expected = values(200)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     seen: list[tuple[str, int]] = []
 
     def sink(batch: DataFrame, batch_id: int) -> None:
@@ -139,9 +137,8 @@ def test_an_available_now_drain_that_releases_records_ends_once_they_are_accepte
 ) -> None:
     """Every first delivery is RELEASEd, so each record is acquired twice. A drain that counted both
     acquisitions towards the backlog it started with would end with the released records unread."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(400)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     seen: list[tuple[str, int]] = []
 
     def sink(batch: DataFrame, _batch_id: int) -> None:
@@ -170,9 +167,8 @@ def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
     """A batch marks every record REJECT, then fails before Spark commits it. A REJECT applied anyway
     would lose those records for good. The query restarts from its checkpoint, and the batch, run
     again, marks nothing: every record must reach that run's sink, once."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(300)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     options = {**EXPLICIT, "kafka.share.exactly.once.strategy": strategy, "maxRecordsPerTrigger": "100"}
     checkpoint = str(tmp_path / "checkpoint")
     marked: list[str] = []
@@ -210,8 +206,7 @@ def test_the_marks_of_a_batch_that_fails_are_dropped_and_its_records_come_back(
 def test_acknowledge_rejects_marks_it_cannot_apply(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(20))
+    topic = kafka.topic_with(values(20))
     errors: dict[str, BaseException] = {}
 
     def attempt(name: str, call: Any) -> None:
@@ -271,8 +266,7 @@ def test_acknowledge_rejects_marks_it_cannot_apply(
 
 
 def test_acknowledge_needs_explicit_mode(spark: SparkSession, kafka: KafkaCluster, group: str) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(5))
+    topic = kafka.topic_with(values(5))
     errors: list[BaseException] = []
 
     def sink(batch: DataFrame, _batch_id: int) -> None:
@@ -291,9 +285,8 @@ def test_acknowledge_needs_explicit_mode(spark: SparkSession, kafka: KafkaCluste
 def test_a_batch_evaluated_twice_has_the_same_records(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
     expected = values(500)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     first: list[str] = []
     mismatches: list[int] = []
 
@@ -322,9 +315,8 @@ def test_a_batch_evaluated_again_by_tasks_that_fail_once_has_the_same_records(
     them on the same executor. The retries must return what the first action read: had the failures
     released those records, the retries would poll others, which the batch's commit then ACCEPTs
     though the first action never saw them (lost to it), while the released ones come back."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(600)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected, partitions=2)
     first: list[str] = []
     mismatches: list[int] = []
 
@@ -450,9 +442,8 @@ def test_a_dead_letter_topic_that_does_not_exist_fails_the_batch_and_loses_nothi
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
     # The broker creates no topic on first write (auto.create.topics.enable=false, as on most clusters).
-    topic = kafka.new_topic(partitions=2)
     expected = values(100)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected, partitions=2)
     drain = DeadLetteringDrain(
         lambda: share_stream(spark, topic, group, **EXPLICIT, **{"kafka.max.block.ms": "3000"}),
         tmp_path / "checkpoint",

@@ -80,9 +80,8 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
 ) -> None:
     """Strategy `idempotent`: the JDBC (SQLite) upsert keyed by (topic, partition, offset) absorbs the
     redeliveries that reach the sink after the driver dies."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(1_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     job = ("--strategy", "idempotent", "--sink", "upsert")
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", stage) != 0, "the driver was not killed"
     assert run_drain_job(topic, group, tmp_path, *job) == 0
@@ -108,9 +107,8 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
 def test_driver_killed_then_restarted_from_the_checkpoint(
     kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str, stage: str
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
     expected = values(1_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     common = ("--strategy", strategy, "--sink", "skip")
 
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", stage) != 0, (
@@ -138,9 +136,8 @@ def test_checkpoint_dedup_with_a_sink_that_replaces_a_rerun_batch(
     """The sink-written case that checkpoint-dedup cannot make exact with a sink that skips a batch
     id it wrote: with a sink that replaces the batch's output instead, the re-run (empty) batch
     replaces what the killed run wrote, and the records come back once, in a later batch."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(1_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     common = ("--strategy", "checkpoint-dedup", "--sink", "overwrite")
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", "sink-written") != 0, (
         "the driver was not killed"
@@ -196,9 +193,8 @@ def test_a_task_or_an_executor_fails_mid_batch(
     kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str, fault: str
 ) -> None:
     name, master, parallelism = TASK_FAULTS[fault]
-    topic = kafka.new_topic(partitions=2)
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     job = ("--strategy", strategy, "--sink", "skip", "--master", master, "--parallelism", parallelism)
     assert run_drain_job(topic, group, tmp_path, *job, "--fault", fault) == 0
     assert (tmp_path / "out" / f"{fault}-injected").exists(), f"no {fault} happened"
@@ -224,9 +220,8 @@ def test_a_batch_outlives_the_acquisition_lock(
     its records from coming back; when the group refuses renewal they do come back, and only the
     strategies that remember delivered records can drop them. One drain: it must not end before it
     has taken back what came back (records whose ACCEPT found the lock expired)."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     if renewal == "refused":
         kafka.refuse_lock_renewal(group)
     job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
@@ -254,9 +249,8 @@ def test_a_batch_is_read_again_after_its_locks_expired_unrenewed(
     counts, then writes) until the locks expire; on waking, their renewal is refused. The second read
     must still return every record of the first: the strategies that log rounds drop the records'
     redelivery as already delivered."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(2_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
     assert run_drain_job(topic, group, tmp_path, *job, "--pause-jvm-s", str(3 * LOCK_MS / 1000)) == 0
     assert (tmp_path / "out" / "jvm-paused").exists(), "no batch with records was read twice"
@@ -285,9 +279,8 @@ def test_the_broker_restarts_mid_stream(
     (option fetchOffset.numRetries) while its consumers reconnect. `inside-a-round` restarts it while
     the consumers hold a batch's records that the sink has read and not yet written (the broker
     forgets their acquisition, so the acknowledgements after the commit find them handed out again)."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(20_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
     job += ("--option", "kafka.default.api.timeout.ms=3000", "--option", "fetchOffset.numRetries=100")
     if moment == "inside-a-round":
@@ -319,9 +312,8 @@ def test_two_queries_share_a_group_and_one_is_killed(
     """Every strategy deduplicates within one query only: the killed query's records come back to
     either query, so both can write them. `idempotent` has both queries upsert into one table keyed by
     the record coordinates, which absorbs that (docs/delivery-guarantees.md says why nothing else can)."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(6_000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
     upsert = strategy == "idempotent"
     sink = ("--sink", "upsert", "--sink-db", str(tmp_path / "sink.db")) if upsert else ("--sink", "skip")
     job = ("--strategy", strategy, *sink, "--max-records-per-trigger", "500")

@@ -69,8 +69,7 @@ def kerberos_stream(spark: SparkSession, topic: str, group: str, principal: str)
 def test_a_query_reads_through_kerberos_with_a_keytab(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(300))
+    topic = kafka.topic_with(values(300), partitions=2)
     got = drain_values(spark, kerberos_stream(spark, topic, group, "alice@EXAMPLE.COM"))
     assert_every_record_once(values(300), got, kafka=kafka, group=group, topic=topic, context="GSSAPI")
 
@@ -78,8 +77,7 @@ def test_a_query_reads_through_kerberos_with_a_keytab(
 def test_a_principal_the_keytab_lacks_fails_the_query_saying_the_login_failed(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(10))
+    topic = kafka.topic_with(values(10))
     message = str(failure_of(kerberos_stream(spark, topic, group, "bob@EXAMPLE.COM")))
     assert "[KAFKA_SHARE_CLIENT_NOT_CREATED] Could not create Kafka's Admin client" in message, message
     assert "LoginException: Could not login" in message, message
@@ -92,9 +90,8 @@ def test_executors_in_jvms_of_their_own_log_in_with_the_shipped_keytab(
 ) -> None:
     # As the user guide deploys it: krb5.conf named by a JVM option on the driver and the executors,
     # the keytab shipped with spark.files and named by its file name (the driver runs where it is).
-    topic = kafka.new_topic(partitions=2)
     expected = values(1_000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected, partitions=2)
     krb5 = f"-Djava.security.krb5.conf={KDC_DIR / 'krb5.conf'}"
     job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "2")
     job += ("--spark-conf", f"spark.driver.extraJavaOptions={krb5}")

@@ -56,9 +56,8 @@ def collect_values(df: DataFrame, out: list[str], trigger_ms: int | None = 200) 
 def test_starting_offsets_earliest_reads_what_a_new_group_finds_and_the_default_does_not(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
     before = values(100, "before")
-    kafka.produce(topic, before)
+    topic = kafka.topic_with(before)
 
     from_earliest: list[str] = []
     q = share_stream(spark, topic, group + "-earliest", startingOffsets="earliest")
@@ -193,9 +192,8 @@ def test_a_stream_reports_no_backlog_for_records_another_member_holds(
 def test_idle_stream_acknowledges_its_last_batch_and_stops_planning_batches(
     spark: SparkSession, kafka: KafkaCluster, group: str, trigger_ms: int | None
 ) -> None:
-    topic = kafka.new_topic()
     expected = values(300)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     got: list[str] = []
     # A progress report for every trigger that runs no batch, at most one a second (Spark: every 10 s).
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "1s")
@@ -281,9 +279,8 @@ def test_partitions_added_to_the_topic_are_read_by_the_running_query(
     first ones (their poll size changes) may get their share of the new partitions only after their
     first poll: on Kafka 4.4.0, taking that round as proof the partitions are empty would leave their
     records in the client for a lock duration (25 to 39 s) in about half the runs."""
-    topic = kafka.new_topic(partitions=1)
     expected = values(100, "p0")
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     got: list[str] = []
     stream = share_stream(spark, topic, group, startingOffsets="earliest")
     query = collect_values(stream, got, trigger_ms=None)
@@ -310,8 +307,7 @@ def test_partitions_added_to_the_topic_are_read_by_the_running_query(
 def test_stop_closes_every_consumer_and_leaves_the_group(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(1000), key=str)
+    topic = kafka.topic_with(values(1000), partitions=2, key=str)
     got: list[str] = []
     query = collect_values(
         share_stream(spark, topic, group, startingOffsets="earliest", **{"kafka.share.parallelism": "3"}), got
@@ -337,9 +333,8 @@ def test_a_query_with_async_progress_tracking_stopped_between_batches_accepts_it
     """With Spark's async progress tracking a batch's commit log entry is written only with its offset
     log entry, here the first batch's alone (a 10-minute interval): the stop must go by what the query
     itself committed, or it gives back the last batch's records, which the sink already has."""
-    topic = kafka.new_topic(partitions=2)
     expected = values(3000)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected, partitions=2)
     table = f"async_{group.replace('-', '_')}"
     checkpoint = tmp_path / "checkpoint"
     query = (
@@ -387,9 +382,8 @@ def test_records_of_a_batch_that_never_committed_are_delivered_again(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
     """The sink writes, then the batch fails before Spark's commit: nothing was acknowledged."""
-    topic = kafka.new_topic()
     expected = values(500)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     written = tmp_path / "written-before-failure.json"
 
     def write_then_fail(batch: DataFrame, _batch_id: int) -> None:
@@ -428,8 +422,7 @@ def test_a_running_query_fails_with_a_clear_error_once_the_cluster_stays_unreach
     lookups have failed, the next one fails the query, saying what it could not reach and what to
     raise; rounds planned in between must not count as the cluster answering. (The broker-restart
     case of the fault matrix shows the query waiting an outage out.)"""
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(10))
+    topic = kafka.topic_with(values(10))
     got: list[str] = []
     options = {"kafka.default.api.timeout.ms": "2000", "fetchOffset.numRetries": str(retries)}
     query = collect_values(share_stream(spark, topic, group, startingOffsets="earliest", **options), got)

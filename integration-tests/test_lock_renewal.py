@@ -154,9 +154,8 @@ def test_renewal_that_an_operator_allows_while_the_query_runs_keeps_a_long_batch
 def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_and_the_log_say_so(
     spark: SparkSession, kafka: KafkaCluster, group: str, driver_log: Callable[[], str]
 ) -> None:
-    topic = kafka.new_topic()
     expected = values(200)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     kafka.refuse_lock_renewal(group)
 
     seen, metrics = run_with_one_slow_batch(spark, kafka, topic, group, expected)
@@ -180,9 +179,8 @@ def test_a_batch_longer_than_the_consumer_cache_timeout_keeps_its_records_locked
     # While foreachBatch runs, no task uses the batch's consumers. The pool's janitor closes consumers
     # unused for spark.kafkaShare.consumer.cache.timeout (5 s at the earliest, its interval), but must
     # keep those whose batch has not committed: closing one releases its records, and they come back.
-    topic = kafka.new_topic(partitions=2)
     expected = values(2000)
-    kafka.produce(topic, expected, key=str)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
 
     cache_timeout = ("--spark-conf", "spark.kafkaShare.consumer.cache.timeout=6s")
     job = ("--lock-timeout-ms", str(LOCK_MS), "--slow-batch-s", "25", *cache_timeout)

@@ -78,8 +78,7 @@ def test_subscribe_pattern_reads_every_matching_topic_and_no_other(
 def test_max_records_per_trigger_caps_every_batch(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(1000))
+    topic = kafka.topic_with(values(1000))
     options = {"startingOffsets": "earliest", "maxRecordsPerTrigger": "100", "kafka.share.parallelism": "2"}
     batches = drain(share_stream(spark, topic, group, **options))
     assert max(len(b) for b in batches) <= 100
@@ -106,8 +105,7 @@ def test_more_consumers_than_partitions_share_each_batch(
     # fast machine three consumers can read all of 20,000 records before Kafka assigns the fourth (its
     # assignment interval and a heartbeat, 2 to 5 s).
     records = 40_000
-    topic = kafka.new_topic(partitions=1)
-    kafka.produce(topic, values(records))
+    topic = kafka.topic_with(values(records))
     read: list[str] = []
     per_slot: dict[int, Counter[int]] = {}
     sink = counting_slots(read, per_slot)
@@ -131,9 +129,8 @@ def test_poll_sizes_follow_the_partitions_and_the_lock_limit_while_the_query_run
     one of its own; once the group's limit is 4000 (set with Kafka's Admin API, as `kafka-configs`
     does), each one's share is 1000. Either way the query replaces its consumers with ones that poll
     more, and a slot's part of a batch passes 500, without a restart of the query."""
-    topic = kafka.new_topic(partitions=1)
     before = values(4_000, "a")
-    kafka.produce(topic, before)
+    topic = kafka.topic_with(before)
     read: list[str] = []
     per_slot: dict[int, Counter[int]] = {}
     sink = counting_slots(read, per_slot)
@@ -221,8 +218,7 @@ def test_include_headers_returns_record_headers(spark: SparkSession, kafka: Kafk
 def test_lock_timeout_sets_the_group_lock_duration(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(10))
+    topic = kafka.topic_with(values(10))
     df = share_stream(
         spark, topic, group, startingOffsets="earliest", **{"kafka.share.lock.timeout.ms": "20000"}
     )
@@ -239,8 +235,7 @@ def test_partition_max_record_locks_sets_the_group_lock_limit_so_a_batch_holds_m
     default) caps a batch; the option raises it for the group. With `record_limit` the broker stops
     about at the limit (the default acquire mode may finish a producer's record batch beyond it): at
     2000, this drain's batches hold 2000 to 2038 records at most; at 6000, 6000 then 3000."""
-    topic = kafka.new_topic(partitions=1)
-    kafka.produce(topic, values(9000))
+    topic = kafka.topic_with(values(9000))
     options = {
         "startingOffsets": "earliest",
         "kafka.share.parallelism": "1",
@@ -281,8 +276,7 @@ def test_consumers_sharing_a_partition_each_poll_their_share_of_the_lock_limit_t
 ) -> None:
     """Four consumers on one partition each poll at most a quarter of the group's lock limit: 1000
     with the option at 4000, where Kafka's default 2000 would give them 500."""
-    topic = kafka.new_topic(partitions=1)
-    kafka.produce(topic, values(8000))
+    topic = kafka.topic_with(values(8000))
     options = {
         "startingOffsets": "earliest",
         "kafka.share.parallelism": "4",
@@ -300,8 +294,7 @@ def test_assignment_interval_zero_gives_every_consumer_of_a_new_query_records_in
     share.assignment.interval.ms), Kafka assigns the partition to each consumer as it joins, so every
     task of the first batch has records. With Kafka's default (1000 ms) only the first consumer to
     join had it within the 1 s poll; the others got it about 2 s after joining."""
-    topic = kafka.new_topic(partitions=1)
-    kafka.produce(topic, values(4000))
+    topic = kafka.topic_with(values(4000))
     options = {
         "startingOffsets": "earliest",
         "kafka.share.parallelism": "4",

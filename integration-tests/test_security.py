@@ -276,8 +276,7 @@ def test_a_query_reads_through_sasl_with_kafkas_own_login_module_name(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
     # The shaded client has no class org.apache.kafka...PlainLoginModule: unmapped, the login fails.
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(500))
+    topic = kafka.topic_with(values(500), partitions=2)
     got = drain_values(spark, sasl_stream(spark, topic, group, "alice-secret"))
     assert_every_record_once(values(500), got, kafka=kafka, group=group, topic=topic, context="SASL listener")
 
@@ -312,8 +311,7 @@ def test_a_query_reads_through_sasl_ssl_with_scram_trusting_the_broker_by_trusts
     spark: SparkSession, kafka: KafkaCluster, group: str, form: str
 ) -> None:
     # As with PLAIN, the shaded client has no class under Kafka's name of the SCRAM login module.
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(500))
+    topic = kafka.topic_with(values(500), partitions=2)
     df = scram_ssl_stream(spark, topic, group, "alice-secret", truststore(form))
     assert_every_record_once(
         values(500),
@@ -363,8 +361,7 @@ def test_a_wrong_truststore_password_fails_the_query_and_no_message_or_log_line_
 def test_a_query_reads_through_mutual_tls_with_a_client_certificate(
     spark: SparkSession, kafka: KafkaCluster, group: str, form: str
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(300))
+    topic = kafka.topic_with(values(300), partitions=2)
     got = drain_values(spark, mtls_stream(spark, topic, group, keystore(form)))
     assert_every_record_once(values(300), got, kafka=kafka, group=group, topic=topic, context="mutual TLS")
 
@@ -372,8 +369,7 @@ def test_a_query_reads_through_mutual_tls_with_a_client_certificate(
 def test_a_query_without_the_client_certificate_mutual_tls_requires_fails_saying_the_login_was_refused(
     spark: SparkSession, kafka: KafkaCluster, group: str
 ) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(10))
+    topic = kafka.topic_with(values(10))
     message = str(failure_of(mtls_stream(spark, topic, group, {})))
     assert f"[KAFKA_SHARE_AUTHENTICATION_FAILED] The Kafka cluster at {MTLS_BOOTSTRAP}" in message, message
     assert "SslAuthenticationException" in message, message
@@ -431,8 +427,7 @@ def test_a_query_reads_through_oauthbearer_once_kafkas_allowed_urls_property_nam
     system_properties: dict[str, str],
     token_endpoint: TokenEndpoint,
 ) -> None:
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(300))
+    topic = kafka.topic_with(values(300), partitions=2)
     df = oauth_ssl_stream(spark, topic, group, token_endpoint.url, "alice-secret")
     # Kafka's client (4.0 and later) fetches tokens only from URLs the operator allowed; its message
     # names the system property to set, under Kafka's name (the shaded client reads another).
@@ -459,8 +454,7 @@ def drain_with_provider_handler(
     """Drains a new topic of 200 records in a Spark application (jobs/drain_topic.py, with `job_args`)
     with the provider handlers and Kafka's unshaded kafka-clients on its classpath, logging in with
     `settings`; checks that every record came once and was acknowledged."""
-    topic = kafka.new_topic(partitions=2)
-    kafka.produce(topic, values(200))
+    topic = kafka.topic_with(values(200), partitions=2)
     job = ["--sbt-jars", PROVIDER_HANDLER_JARS, *job_args]
     job += [f"--option={name}={value}" for name, value in settings.items()]
     failure = workdir / "out" / "failure.txt"
@@ -551,8 +545,7 @@ def test_a_client_secret_the_identity_provider_refuses_fails_the_query_and_no_me
 def test_kafkas_allowed_login_modules_property_reaches_the_shaded_client(
     spark: SparkSession, kafka: KafkaCluster, group: str, system_properties: dict[str, str]
 ) -> None:
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(100))
+    topic = kafka.topic_with(values(100))
     # An operator's allow-list without PLAIN refuses the login, as it would with Kafka's own client.
     set_kafka_system_property(spark, system_properties, ALLOWED_LOGIN_MODULES, SCRAM_LOGIN_MODULE)
     failure = failure_of(sasl_stream(spark, topic, group, "alice-secret"))

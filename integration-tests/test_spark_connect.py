@@ -174,9 +174,8 @@ def test_the_wheel_on_pyspark_client_alone_reads_through_connect(
 ) -> None:
     """What serverless and Databricks Connect users have: no JVM, no py4j, only the Connect client."""
     wheel = built_wheel()
-    topic = kafka.new_topic()
     expected = values(100)
-    kafka.produce(topic, expected)
+    topic = kafka.topic_with(expected)
     venv = OfflineVirtualenv(tmp_path)
     venv.install("pyspark-client", wheel)
     run = venv.run(CONNECT_ONLY_APP, f"sc://localhost:{connect_server}", BOOTSTRAP, group, topic)

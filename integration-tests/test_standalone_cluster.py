@@ -89,8 +89,7 @@ def through_worker_loss(
     """Runs the drain job in `mode` and SIGKILLs a worker, with its executor, after three batches with
     records (starting it again 15 s later if `replaced`); then checks that the job read every record,
     once under two-phase-commit, and left nothing in the group as it ended."""
-    topic = kafka.new_topic(4)
-    kafka.produce(topic, values(RECORDS))
+    topic = kafka.topic_with(values(RECORDS), partitions=4)
     job = start_drain(
         cluster, topic, group, workdir, "--strategy", strategy, "--max-records-per-trigger", "600", *mode
     )
@@ -179,8 +178,7 @@ def test_a_supervised_driver_killed_under_cluster_deploy_mode_goes_on_from_its_c
 ) -> None:
     # The driver runs on one worker (its core and 512 MB), its executor on the other. A SIGKILLed driver
     # takes its application, and the executor's consumers, with it; the worker starts it again.
-    topic = kafka.new_topic(4)
-    kafka.produce(topic, values(RECORDS))
+    topic = kafka.topic_with(values(RECORDS), partitions=4)
     out = tmp_path / "out"
     arguments = {
         "bootstrap": BOOTSTRAP,

@@ -35,8 +35,7 @@ def test_wheel_runs_a_query_in_a_fresh_virtualenv_without_downloading(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
     wheel = built_wheel()
-    topic = kafka.new_topic()
-    kafka.produce(topic, values(100))
+    topic = kafka.topic_with(values(100))
 
     venv = OfflineVirtualenv(tmp_path)
     # The cluster's own pyspark: the wheelhouse holds the release these tests run with.
