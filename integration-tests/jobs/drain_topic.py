@@ -75,7 +75,13 @@ parser.add_argument(
     metavar="PATH",
     help="at the --kill-at stage, write <out>/kill-pending, then wait until PATH exists before the kill",
 )
-parser.add_argument("--fault", choices=["task-failure", "executor-kill"])
+parser.add_argument(
+    "--fault",
+    choices=["task-failure", "executor-kill"],
+    help="in the first batch with records: task-failure fails task attempts (run with a master that retries "
+    "tasks, such as local[2,2]); executor-kill SIGKILLs the executor JVM of one of its tasks "
+    "(local-cluster[...])",
+)
 parser.add_argument(
     "--task-failures",
     type=int,
@@ -117,8 +123,11 @@ parser.add_argument(
 parser.add_argument(
     "--occupy-executor-s",
     type=float,
-    help="from the first batch with records, a job of its own keeps the only core of an executor whose "
-    "consumers read records of that batch busy this long",
+    help="from the first batch with records (with --max-records-per-trigger, the first that read that many, "
+    "so that every consumer holds records), a job of its own keeps the only core of an executor whose "
+    "consumers read records of that batch busy this long (run with local-cluster[N,1,...]): the slots there "
+    "move to the other executors. It writes <out>/occupied-executor, and <out>/occupy-ended once its time "
+    "runs out",
 )
 parser.add_argument(
     "--evaluate-again-elsewhere",
