@@ -77,6 +77,21 @@ def batches_with_records(workdir: Path) -> int:
     return sum(1 for f in (workdir / "out").glob("batch-*.json") if f.stat().st_size > 2)
 
 
+def assert_read_every_record(
+    kafka: KafkaCluster, group: str, topic: str, strategy: str, workdir: Path
+) -> None:
+    """The job's sink holds every record of the topic (once under two-phase-commit, any number of times
+    under none), and the group has none left unacknowledged."""
+    left = kafka.unfinished(group, topic)
+    assert_every_record_once(
+        values(RECORDS),
+        [value for value, _ in drained_rows(workdir)],
+        allow_duplicates_up_to=math.inf if strategy == "none" else 0,
+        context=f"{left} records left in the group as the job ended",
+    )
+    assert left == 0, f"{left} records left in the group when the job ended"
+
+
 def through_worker_loss(
     cluster: StandaloneCluster,
     kafka: KafkaCluster,
@@ -108,15 +123,7 @@ def through_worker_loss(
         job.kill()
         if not replaced:
             cluster.start_worker(0)
-    left = kafka.unfinished(group, topic)
-    got = [value for value, _ in drained_rows(workdir)]
-    assert_every_record_once(
-        values(RECORDS),
-        got,
-        allow_duplicates_up_to=math.inf if strategy == "none" else 0,
-        context=f"{left} records left in the group as the job ended",
-    )
-    assert left == 0, f"{left} records left in the group when the job ended"
+    assert_read_every_record(kafka, group, topic, strategy, workdir)
     # The lost worker's consumers held records, which the group delivered again: the case is the one meant.
     metrics = json.loads((workdir / "out" / "metrics.json").read_text())
     assert int(metrics["recordsRedelivered"]) > 0, metrics
@@ -227,14 +234,7 @@ def test_a_supervised_driver_killed_under_cluster_deploy_mode_goes_on_from_its_c
             kill = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.url, "--kill", driver[0]]
             subprocess.run(kill, env=spark_env(), timeout=120)
     assert len(driver_starts()) == 2, "the worker did not start the killed driver again"
-    left = kafka.unfinished(group, topic)
-    assert_every_record_once(
-        values(RECORDS),
-        [value for value, _ in drained_rows(tmp_path)],
-        allow_duplicates_up_to=math.inf if strategy == "none" else 0,
-        context=f"{left} records left in the group as the job ended",
-    )
-    assert left == 0, f"{left} records left in the group when the job ended"
+    assert_read_every_record(kafka, group, topic, strategy, tmp_path)
 
 
 def driver_log(cluster: StandaloneCluster) -> str:
