@@ -25,7 +25,15 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import DataFrame, SparkSession
 
-from conftest import KAFKA_LOCAL, REPO, KafkaCluster, share_stream, source_metrics, values
+from conftest import (
+    KAFKA_LOCAL,
+    REPO,
+    KafkaCluster,
+    share_stream,
+    source_metrics,
+    source_thread_stacks,
+    values,
+)
 from expectations import assert_every_record_once
 
 PARTITIONS = 4
@@ -145,7 +153,9 @@ def drain(
         ended = query.awaitTermination(DRAIN_TIMEOUT_S)
         injector.join(120)
         assert not failure, failure
-        assert ended, f"the drain did not end within {DRAIN_TIMEOUT_S} s"
+        assert ended, (
+            f"the drain did not end within {DRAIN_TIMEOUT_S} s; its threads:\n{source_thread_stacks(spark)}"
+        )
         assert query.exception() is None, query.exception()
         assert done, (
             "the drain ended before the fault was injected: the first batch had no records within 60 s"

@@ -305,7 +305,9 @@ def test_the_broker_restarts_mid_stream(
     assert_and_record(kafka, topic, group, strategy, fault, expected, got, dup_ok=strategy == "none")
 
 
-@cases("strategy", {("none",), ("idempotent",)}, [*STRATEGIES, "idempotent"])
+# `idempotent` runs in make test: the same kill, the killed query's records read again by the other,
+# and the check that nothing is lost, with the upsert that absorbs the second reads on top.
+@cases("strategy", {("idempotent",)}, [*STRATEGIES, "idempotent"])
 def test_two_queries_share_a_group_and_one_is_killed(
     kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
 ) -> None:

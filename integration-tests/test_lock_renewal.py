@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from conftest import (
@@ -173,6 +174,10 @@ def test_when_the_group_refuses_renewal_records_come_back_and_the_metrics_and_th
     assert "kafka.share.lock.timeout.ms" in warnings[0]
 
 
+# In make test-extended: ShareConsumerPoolSuite's "the janitor keeps a running batch's records locked
+# past the idle timeout" shows the janitor's rule against the broker in make test, and
+# test_records_of_a_batch_longer_than_the_lock_are_renewed_not_redelivered a long batch end to end.
+@pytest.mark.extended
 def test_a_batch_longer_than_the_consumer_cache_timeout_keeps_its_records_locked(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

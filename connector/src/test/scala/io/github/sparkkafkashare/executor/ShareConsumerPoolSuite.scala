@@ -131,23 +131,35 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     admin.describeShareGroups(Seq(group).asJava).describedGroups().get(group).get(30, SECONDS)
       .members().asScala.map(_.clientId()).toSet
 
-  /** What another member of the group acquires within `seconds`, by offset, with its delivery count. */
-  private def acquiredByAnotherMember(topic: String, group: String, seconds: Int): Map[Long, Int] = {
+  /**
+   * What another member of the group acquires within `seconds`, by offset, with its delivery count.
+   * Once it has `expected` records it polls [[BeyondExpected]] more, not the whole time: records that
+   * should not come back would be available as soon as those that should, and arrive with them.
+   */
+  private def acquiredByAnotherMember(
+      topic: String,
+      group: String,
+      seconds: Int,
+      expected: Int = Int.MaxValue
+  ): Map[Long, Int] = {
     val other =
       new KafkaShareConsumer(config(group, "other-member"), new ByteArrayDeserializer, new ByteArrayDeserializer)
     try {
       other.subscribe(Seq(topic).asJava)
-      val deadline = System.nanoTime() + SECONDS.toNanos(seconds)
+      var deadline = System.nanoTime() + SECONDS.toNanos(seconds)
       var acquired = Map.empty[Long, Int]
       while (System.nanoTime() < deadline) {
         other.poll(Duration.ofMillis(200)).forEach { r =>
           acquired += r.offset() -> KafkaShareRows.deliveryCount(r)
           other.acknowledge(r, AcknowledgeType.ACCEPT)
         }
+        if (acquired.size >= expected) deadline = math.min(deadline, System.nanoTime() + BeyondExpected.toNanos)
       }
       acquired
     } finally other.close()
   }
+
+  private val BeyondExpected = Duration.ofSeconds(1)
 
   /** Runs `body(run, topic, group, held)` once slot 1 of a new run holds records of `round`; closes the run after. */
   private def withSlotHolding(round: Long)(body: (String, String, String, Set[Long]) => Unit): Unit = {
@@ -168,7 +180,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       val counted = ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0)
       assert(counted == Map(Released -> held.size.toLong), "released, and every release applied")
       // The locks last 30 s and would be renewed: only the release lets another member have them now.
-      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15, expected = held.size)
       assert(held.subsetOf(redelivered.keySet))
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
       assert(ShareConsumerPool.releaseLeftBehind(run, Map(1 -> elsewhere), here, committedThrough = 0).isEmpty)
@@ -254,7 +266,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       assert(acquiredByAnotherMember(topic, group, seconds = 8).keySet.intersect(held).isEmpty)
 
       ShareConsumerPool.closeRun(run, committedThrough = 0, AcknowledgementMarks.None, Map(1 -> here), here)
-      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15, expected = held.size)
       assert(held.subsetOf(redelivered.keySet), "closed, and round 1 went back to the group uncommitted")
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
     }
@@ -291,7 +303,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       eventually(timeout(10.seconds))(
         assert(QueryRunRegistry.countedOutsideTasks(run) == Map(Released.name -> held.size.toLong))
       )
-      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15, expected = held.size)
       assert(held.subsetOf(redelivered.keySet))
       assert(held.forall(offset => redelivered(offset) == 2), redelivered)
     }
@@ -325,7 +337,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       ConsumerJanitor.tidy(here, unusedFor = Duration.ZERO) // at the configured idle timeout, 5 minutes
       assert(!ShareConsumerPool.holdsRound(SlotKey(run, 1), 1))
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
-      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 15, expected = held.size)
       assert(held.subsetOf(redelivered.keySet), "closed, and what it held went back to the group")
     }
   }
@@ -342,7 +354,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
       eventually(timeout(30.seconds))(assert(!memberClientIds(group).contains(s"$run-1")))
       // Settled by what the janitor alone knew of the slot (nothing committed), every record would come back.
       assert(
-        acquiredByAnotherMember(topic, group, seconds = 10) == Map(released -> 2),
+        acquiredByAnotherMember(topic, group, seconds = 10, expected = 1) == Map(released -> 2),
         "only the RELEASE-marked record comes back"
       )
     }
@@ -499,7 +511,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
     eventually(timeout(30.seconds))(assert(slot.awaitsTask(committedThrough = 1)))
     assert(ShareConsumerPool.closeRun(run, committedThrough = 1, AcknowledgementMarks.None, Map.empty, here) == 1)
     markStopped(run, committedThrough = 1)
-    val redelivered = acquiredByAnotherMember(topic, group, seconds = 10)
+    val redelivered = acquiredByAnotherMember(topic, group, seconds = 10, expected = 100)
     assert(redelivered == (0L until 100L).map(_ -> 2).toMap, "every record fetched ahead, back to the group once")
   }
 
@@ -538,7 +550,7 @@ class ShareConsumerPoolSuite extends AnyFunSuite with BeforeAndAfterAll {
           "the janitor closed both"
         )
       }
-      val redelivered = acquiredByAnotherMember(topic, group, seconds = 10)
+      val redelivered = acquiredByAnotherMember(topic, group, seconds = 10, expected = released.size)
       assert(
         redelivered == released.map(_ -> 2).toMap,
         s"closed by $closedBy, holder slot $holder: the RELEASE-marked records, each delivered once more"
