@@ -122,6 +122,10 @@ class StandaloneCluster:
         )
         self._wait_for(worker.port, f"worker {index}", worker.log)
 
+    def worker_of(self, executor: int) -> int:
+        """The index of the worker that launched the executor JVM with pid `executor`."""
+        return next(i for i, worker in enumerate(self.workers) if executor in worker.executors())
+
     def kill_worker(self, index: int) -> None:
         """SIGKILLs worker `index` and the executors it launched, as a machine that dies takes both."""
         worker = self.workers[index]

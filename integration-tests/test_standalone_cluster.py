@@ -101,31 +101,46 @@ def through_worker_loss(
     *mode: str,
     replaced: bool = True,
 ) -> None:
-    """Runs the drain job in `mode` and SIGKILLs a worker, with its executor, after three batches with
-    records (starting it again 15 s later if `replaced`); then checks that the job read every record,
+    """Runs the drain job in `mode` and SIGKILLs a worker, with its executor, while the third batch with
+    records is in the sink (its records locked in the consumers that read it, one of them on that
+    worker), starting it again 15 s later if `replaced`; then checks that the job read every record,
     once under two-phase-commit, and left nothing in the group as it ended."""
     topic = kafka.topic_with(values(RECORDS), partitions=4)
+    out = workdir / "out"
     job = start_drain(
-        cluster, topic, group, workdir, "--strategy", strategy, "--max-records-per-trigger", "600", *mode
+        cluster,
+        topic,
+        group,
+        workdir,
+        "--strategy",
+        strategy,
+        "--max-records-per-trigger",
+        "600",
+        "--hold-batch",
+        "3",
+        *mode,
     )
+    lost = None
     try:
         deadline = time.monotonic() + 180
-        while batches_with_records(workdir) < 3:
+        while not (out / "held-by").exists():
             assert job.poll() is None, "the drain ended before the worker was lost"
             assert time.monotonic() < deadline, "the drain read no three batches in 180 s"
             time.sleep(0.2)
-        cluster.kill_worker(0)
+        lost = cluster.worker_of(int((out / "held-by").read_text().split()[0]))
+        cluster.kill_worker(lost)
+        (out / "hold-released").touch()
         if replaced:
             time.sleep(15)
-            cluster.start_worker(0)
+            cluster.start_worker(lost)
         assert job.wait(timeout=300) == 0
     finally:
         job.kill()
-        if not replaced:
-            cluster.start_worker(0)
+        if lost is not None and not replaced:
+            cluster.start_worker(lost)
     assert_read_every_record(kafka, group, topic, strategy, workdir)
     # The lost worker's consumers held records, which the group delivered again: the case is the one meant.
-    metrics = json.loads((workdir / "out" / "metrics.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
     assert int(metrics["recordsRedelivered"]) > 0, metrics
 
 

@@ -43,7 +43,7 @@ import processes
 import pyspark
 import sinks
 from executor_moves import evaluate_again_elsewhere, executor_pid, occupy_an_executor
-from faults import kill_driver, pause_jvm, slowly, with_fault
+from faults import hold_for_executor_loss, kill_driver, pause_jvm, slowly, with_fault
 from processes import first_time
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
@@ -94,6 +94,13 @@ parser.add_argument(
     "--slow-batch-s",
     type=float,
     help="the first batch with records holds them this long in the sink before writing them",
+)
+parser.add_argument(
+    "--hold-batch",
+    type=int,
+    metavar="N",
+    help="the Nth batch with records, once written, stays in the sink until <out>/hold-released exists, with "
+    "the pids of the executors whose consumers read it in <out>/held-by (faults.hold_for_executor_loss)",
 )
 parser.add_argument(
     "--pause-jvm-s",
@@ -164,6 +171,7 @@ args = parser.parse_args()
 out = Path(args.out)
 read_values: set[str] = set()
 written_batches: list[int] = []  # ids of the batches the sink wrote, in order
+batches_with_rows: list[int] = []
 # A batch in which every consumer read its share of --max-records-per-trigger: all slots hold records.
 full_batch = int(args.max_records_per_trigger or 1)
 
@@ -223,7 +231,7 @@ def sink(batch: DataFrame, batch_id: int) -> None:
     if args.sink == "skip" and target.exists():
         return
     columns = ["cast(value as string) value", "deliveryCount"]
-    if args.occupy_executor_s:  # which executors' consumers read the batch: one of them is to be kept busy
+    if args.occupy_executor_s or args.hold_batch:  # which executors' consumers read the batch
         read = batch.selectExpr(*columns).withColumn("pid", executor_pid()).collect()
         readers = sorted({r.pid for r in read})
     else:
@@ -236,6 +244,10 @@ def sink(batch: DataFrame, batch_id: int) -> None:
     target.write_text(json.dumps(rows))
     read_values.update(value for value, _ in rows)
     written_batches.append(batch_id)
+    if rows:
+        batches_with_rows.append(batch_id)
+    if len(batches_with_rows) == args.hold_batch and first_time(out, "held"):
+        hold_for_executor_loss(out, readers)
     # After the batch's last evaluation, so that what the consumers there hold is what the sink wrote.
     if args.occupy_executor_s and len(rows) >= full_batch and first_time(out, "occupy-started"):
         occupy_an_executor(spark, out, args.occupy_executor_s, executor=readers[0])

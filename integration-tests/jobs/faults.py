@@ -1,6 +1,7 @@
 """What the fault tests (test_driver_kill.py, test_fault_matrix.py, test_delivery.py,
-test_lock_renewal.py) do to a drain application: kill its driver at a stage of a batch, fail task
-attempts or kill an executor while a batch is read, stop the driver's JVM past the records' locks."""
+test_lock_renewal.py, test_standalone_cluster.py) do to a drain application: kill its driver at a stage
+of a batch, fail task attempts or kill an executor while a batch is read, stop the driver's JVM past
+the records' locks, hold a batch in the sink while the test takes an executor away."""
 
 from __future__ import annotations
 
@@ -38,6 +39,19 @@ def pause_jvm(spark: SparkSession, seconds: float) -> None:
         time.sleep(seconds)
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def hold_for_executor_loss(out: Path, readers: list[int]) -> None:
+    """Writes the pids of the executor JVMs whose consumers read the batch in the sink to
+    `<out>/held-by`, then waits (120 s at most) until `<out>/hold-released` exists. The batch is not
+    committed meanwhile, so its records stay locked in those consumers: a test that takes one of them
+    away takes records it held."""
+    pending = out / "held-by.tmp"
+    pending.write_text(" ".join(map(str, readers)))
+    pending.rename(out / "held-by")
+    deadline = time.monotonic() + 120
+    while not (out / "hold-released").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @F.udf(StringType())  # a type, not a DDL string: no session exists at import
