@@ -58,7 +58,9 @@ class RecreatedTopicSuite extends AnyFunSuite with BeforeAndAfterAll {
         .start()
       def got = spark.table(sink).collect().map(_.getString(0)).toSeq
       try {
-        val timestamp = (i: Int) => Some(1700000000000L + i)
+        // Recent: records older than the topic's retention (7 days) go at the broker's next retention check.
+        val start = System.currentTimeMillis()
+        val timestamp = (i: Int) => Some(start + i)
         LocalKafka.produce(topic, values("old"), timestamp = timestamp)
         eventually(timeout(60.seconds), interval(200.millis))(assert(got.size >= recordCount))
         // Made again at once, within the seconds the driver takes to describe the topic again.
