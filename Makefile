@@ -11,6 +11,11 @@ JAR := connector/target/scala-2.13/spark-kafka-share-assembly-$(VERSION).jar
 JARS_SPARK35 := $(foreach s,2.12 2.13,connector/spark-3.5/target/scala-$(s)/spark-kafka-share-spark35_$(s)-assembly-$(VERSION).jar)
 KAFKA_PORT ?= 9092
 export KAFKA_BOOTSTRAP_SERVERS ?= localhost:$(KAFKA_PORT)
+# ScalaTest's broker, one of its own (KAFKA_PORT + 100): make test runs ScalaTest beside pytest, whose tests
+# stop and restart the local broker, and BrokerPauseSuite pauses the broker it runs against.
+SCALA_KAFKA_PORT := $(shell expr $(KAFKA_PORT) + 100)
+SCALA_KAFKA := KAFKA_PORT=$(SCALA_KAFKA_PORT) KAFKA_CONTROLLER_PORT=$(shell expr $(SCALA_KAFKA_PORT) + 1) \
+  KAFKA_DATA_DIR=$(CURDIR)/target/kafka-local-scala/data KAFKA_BOOTSTRAP_SERVERS=localhost:$(SCALA_KAFKA_PORT)
 export SPARK_KAFKA_SHARE_JAR := $(CURDIR)/$(JAR)
 SBT := ./dev/sbt
 
@@ -73,14 +78,16 @@ kafka-up:
 
 kafka-down:
 	dev/kafka-local/kafka-local stop
+	$(SCALA_KAFKA) dev/kafka-local/kafka-local stop
 
 # Installs the wheel into the venv, as a user would pip-install it, and runs dev/demo.
 demo: $(WHEEL) kafka-up
 	$(VENV_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL)
 	dev/demo
 
-test-scala: $(VENV)/.installed kafka-up
-	$(SBT) connector/test < /dev/null
+test-scala: $(VENV)/.installed
+	$(SCALA_KAFKA) dev/kafka-local/kafka-local start
+	$(SCALA_KAFKA) $(SBT) connector/test < /dev/null
 
 # The ScalaTest suites that need no broker and no S3 emulator (those tagged UsesLocalServices are left out):
 # the option checks, the records log, and every transition of the executor's protocol, in under a minute.
@@ -97,8 +104,11 @@ lint: $(VENV)/.installed
 # The fault matrix's cases marked full_matrix_only, and the slow cases marked extended, would take CI
 # past its time budget: see fault-matrix and test-extended. The slowest tests are listed, to watch that
 # budget (CI has 90 minutes; `make test` should stay under about 50).
+PYTEST_OF_MAKE_TEST := $(VENV)/bin/pytest -m "not full_matrix_only and not extended and not packages and not cluster_only" \
+  --durations=15 python/tests integration-tests
+
 test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
-	$(VENV)/bin/pytest -m "not full_matrix_only and not extended and not packages and not cluster_only" --durations=15 python/tests integration-tests
+	$(PYTEST_OF_MAKE_TEST)
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
 # python/tests is collected too (none of it is extended): collecting it puts the package on the path.
@@ -136,7 +146,18 @@ test-cluster: $(JAR) kafka-up
 fault-matrix: $(JAR) kafka-up
 	$(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
 
-test: test-scala test-python
+# ScalaTest runs beside pytest, against its own broker: its broker suites mostly wait out lock and poll
+# windows (about 2 minutes of CPU in 8), so the two share 2 cores at little cost. Its output goes to
+# target/test-scala.log, shown once pytest has ended: whole if a suite failed, else its summary.
+test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
+	@mkdir -p target
+	@echo "make test: ScalaTest runs beside pytest; its output goes to target/test-scala.log"
+	@$(MAKE) --no-print-directory test-scala > target/test-scala.log 2>&1 & scala=$$!; \
+	$(PYTEST_OF_MAKE_TEST); pytest=$$?; \
+	wait $$scala; scala=$$?; \
+	if [ $$scala -ne 0 ]; then cat target/test-scala.log; \
+	else grep -E '^\[info\] (Run completed|Tests: |All tests passed)' target/test-scala.log; fi; \
+	[ $$pytest -eq 0 ] && [ $$scala -eq 0 ]
 
 # Formats the Scala sources (.scalafmt.conf) and the Python ones, as make lint checks them.
 format: $(VENV)/.installed
