@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from .timings import BATCH_PARTS
-from .variants import ASYNC_PROGRESS, DEFAULT_SPARK, FILE_SYSTEM_CHECKPOINTS, WORK_VARIANTS, work_variant
+from .variants import (
+    ASYNC_PROGRESS,
+    DEFAULT_SPARK,
+    FILE_SYSTEM_CHECKPOINTS,
+    KAFKA_DEFAULT_LOCK_LIMIT,
+    LOCK_LIMITS,
+    WORK_VARIANTS,
+    work_variant,
+)
 
 
 def show(measured: dict[str, Any] | list[dict[str, Any]]) -> None:
@@ -34,6 +42,30 @@ def slow_batches(timeline: list[list[float]], p50_ms: float) -> list[tuple[int, 
         for i, (start, _, ms, *parts) in enumerate(timeline, 1)
         if ms > 2 * p50_ms
     ]
+
+
+def lock_limit_ceiling(
+    drain: dict[str, Any], results: list[dict[str, Any]]
+) -> tuple[float, int, float] | None:
+    """The most a b) drain can read a second: a batch holds at most the group's lock limit per
+    partition, and costs at least what Spark's floor batch costs under the same Spark setting (the
+    floor's 8,000 rows cost Spark about what fewer do: its offset and commit logs are most of it).
+    Returns (records/s, lock limit, floor batch p50 ms), or None without that floor in `results`."""
+    name, _, setting = drain["variant"].partition(", ")
+    floor = next(
+        (
+            r
+            for r in results
+            if r["scenario"]
+            == f"floor) Spark's rate-micro-batch source, {setting or 'default checkpoint manager'}"
+        ),
+        None,
+    )
+    if floor is None or not floor["batch_ms_p50"]:
+        return None
+    group_configs = LOCK_LIMITS["" if name == "default" else f" {name}"]
+    limit = int(group_configs.get("kafka.share.partition.max.record.locks", KAFKA_DEFAULT_LOCK_LIMIT))
+    return limit * drain["partitions"] / (floor["batch_ms_p50"] / 1000), limit, floor["batch_ms_p50"]
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -84,6 +116,17 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 f"{r['scenario']}, {r['partitions']} partitions: b/a {b_a:.2f}, "
                 f"b/c {r['records_per_s'] / c['records_per_s']:.2f} "
                 f"(from the first batch: b/c {r['flowing_records_per_s'] / c['flowing_records_per_s']:.2f})"
+            )
+    for r in results:
+        ceiling = lock_limit_ceiling(r, results) if r["scenario"].startswith("b)") else None
+        if ceiling:
+            per_s, limit, floor_ms = ceiling
+            steady = r["steady_records_per_s"]
+            print(
+                f"{r['scenario']}, {r['partitions']} partitions: {r['records_per_s'] / per_s:.2f} of the "
+                f"ceiling {per_s:,.0f} records/s ({limit} records a partition a batch, a batch at least "
+                f"the floor's {floor_ms:.0f} ms), flowing {r['flowing_records_per_s'] / per_s:.2f}"
+                + (f", steady {steady / per_s:.2f}" if steady else "")
             )
     for name, _, setting in WORK_VARIANTS:
         variant = f"work {work_variant(name, setting)}"
