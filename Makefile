@@ -85,9 +85,11 @@ demo: $(WHEEL) kafka-up
 	$(VENV_PY) -m pip install --quiet --no-deps --force-reinstall $(WHEEL)
 	dev/demo
 
+# ScalaTest's broker lives as long as the suites: it starts fresh and is stopped (its data deleted) after.
 test-scala: $(VENV)/.installed
 	$(SCALA_KAFKA) dev/kafka-local/kafka-local start
-	$(SCALA_KAFKA) $(SBT) connector/test < /dev/null
+	$(SCALA_KAFKA) $(SBT) connector/test < /dev/null; status=$$?; \
+	$(SCALA_KAFKA) dev/kafka-local/kafka-local stop; exit $$status
 
 # The ScalaTest suites that need no broker and no S3 emulator (those tagged UsesLocalServices are left out):
 # the option checks, the records log, and every transition of the executor's protocol, in under a minute.
@@ -147,12 +149,13 @@ fault-matrix: $(JAR) kafka-up
 	$(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
 
 # ScalaTest runs beside pytest, against its own broker: its broker suites mostly wait out lock and poll
-# windows (about 2 minutes of CPU in 8), so the two share 2 cores at little cost. Its output goes to
-# target/test-scala.log, shown once pytest has ended: whole if a suite failed, else its summary.
+# windows (about 2 minutes of CPU in 8), so the two share 2 cores at little cost; at a lower CPU
+# priority, since pytest is the longer of the two. Its output goes to target/test-scala.log, shown once
+# pytest has ended: whole if a suite failed, else its summary.
 test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	@mkdir -p target
 	@echo "make test: ScalaTest runs beside pytest; its output goes to target/test-scala.log"
-	@$(MAKE) --no-print-directory test-scala > target/test-scala.log 2>&1 & scala=$$!; \
+	@nice -n 10 $(MAKE) --no-print-directory test-scala > target/test-scala.log 2>&1 & scala=$$!; \
 	$(PYTEST_OF_MAKE_TEST); pytest=$$?; \
 	wait $$scala; scala=$$?; \
 	if [ $$scala -ne 0 ]; then cat target/test-scala.log; \
