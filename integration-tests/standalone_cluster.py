@@ -124,7 +124,9 @@ class StandaloneCluster:
 
     def worker_of(self, executor: int) -> int:
         """The index of the worker that launched the executor JVM with pid `executor`."""
-        return next(i for i, worker in enumerate(self.workers) if executor in worker.executors())
+        found = [i for i, worker in enumerate(self.workers) if executor in worker.executors()]
+        assert found, f"no worker of this cluster launched executor {executor}"
+        return found[0]
 
     def kill_worker(self, index: int) -> None:
         """SIGKILLs worker `index` and the executors it launched, as a machine that dies takes both."""
