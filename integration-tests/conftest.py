@@ -362,13 +362,14 @@ def wait_until(
 
 def source_thread_stacks(spark: SparkSession) -> str:
     """The stacks of the threads that run the source in the test's JVM (local mode: its executor too),
-    Spark's tasks and the consumer pool's, for a failure message where a query hangs."""
+    the queries' own (where the driver plans and commits batches), Spark's tasks and the consumer
+    pool's, for a failure message where a query hangs."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     stacks = []
     for entry in jvm.java.lang.Thread.getAllStackTraces().entrySet().toArray():
         name = entry.getKey().getName()
-        if name.startswith(("Executor task launch", "kafka-share-")):
+        if name.startswith(("stream execution thread", "Executor task launch", "kafka-share-")):
             frames = "\n".join(f"    at {frame.toString()}" for frame in entry.getValue())
             stacks.append(f"{name}:\n{frames}")
     return "\n".join(stacks) or "no task or consumer-pool thread"

@@ -154,7 +154,8 @@ def drain(
         injector.join(120)
         assert not failure, failure
         assert ended, (
-            f"the drain did not end within {DRAIN_TIMEOUT_S} s; its threads:\n{source_thread_stacks(spark)}"
+            f"the drain did not end within {DRAIN_TIMEOUT_S} s; the sink wrote batches {sorted(written)}; "
+            f"the last progress: {query.lastProgress}; the threads:\n{source_thread_stacks(spark)}"
         )
         assert query.exception() is None, query.exception()
         assert done, (
