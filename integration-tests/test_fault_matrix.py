@@ -74,7 +74,9 @@ def upserted(expected: list[str], db: Path, *jobs: Path) -> list[str]:
         return [value for (value,) in connection.execute("SELECT value FROM records")]
 
 
-@cases("stage", {("sink-written",)}, ["sink-written", "committed"])
+# In make test the two-queries case below covers this one: the same upsert sink, the same kill at
+# sink-written, the restart from the checkpoint, one row per record, and a record written twice.
+@cases("stage", set(), ["sink-written", "committed"])
 def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_killed(
     kafka: KafkaCluster, group: str, tmp_path: Path, stage: str
 ) -> None:
