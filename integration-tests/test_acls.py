@@ -29,6 +29,7 @@ from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
 from conftest import (
     KafkaCluster,
+    drain_in_session,
     drain_values,
     drained_rows,
     local_broker,
@@ -265,13 +266,14 @@ def test_a_batch_to_re_run_that_the_principal_may_no_longer_read_fails_saying_so
     as_alice = [f"kafka.bootstrap.servers={SASL_BOOTSTRAP}", "kafka.security.protocol=SASL_PLAINTEXT"]
     as_alice += ["kafka.sasl.mechanism=PLAIN", f"kafka.sasl.jaas.config={login}"]
     job = ["--strategy", "two-phase-commit", *(arg for option in as_alice for arg in ("--option", option))]
+    job += ["--lock-timeout-ms", "5000"]  # the restarts wait one lock duration for what the killed run held
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
     assert json.loads((tmp_path / "out" / "killed.json").read_text()), "killed before the sink saw a record"
 
     # DESCRIBE lets the driver's Admin calls through: the read-back meets the refusal.
     revoke(kafka, "User:alice", [read_topic])
     acls("User:alice", [(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)])
-    assert run_drain_job(topic, group, tmp_path, *job) != 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) != 0
     failure = (tmp_path / "out" / "failure.txt").read_text()
     assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {SASL_BOOTSTRAP} refused" in failure, failure
     read_back = r"\(reading back \d+ records of slot \d+ to re-run the batch of round \d+\)"
@@ -279,6 +281,6 @@ def test_a_batch_to_re_run_that_the_principal_may_no_longer_read_fails_saying_so
     assert re.search(read_back, failure), failure
 
     acls("User:alice", [read_topic])
-    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
     assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)

@@ -2,8 +2,10 @@
 lost and duplicated in the sink. The results are printed as a table at the end of the run and
 written to target/fault-matrix.md (docs/delivery-guarantees.md shows them).
 
-Each case drains a topic in Spark applications of their own (jobs/drain_topic.py): one run that
-is killed, then a restart from the same checkpoint that drains the rest. The sink skips a batch id
+Each case drains a topic with jobs/drain_topic.py: one run, in a Spark application of its own, that
+is killed, then a restart from the same checkpoint that drains the rest. A run that needs no
+application of its own (a restart, or a run with no fault in its JVMs) runs in the test's Spark
+session (conftest.drain_in_session), which saves an application's start. The sink skips a batch id
 it already wrote, like the file sink and Delta: the case where re-run batches matter.
 
 `make fault-matrix` runs every case (about half an hour on 2 cores). `make test`, and so CI, runs
@@ -24,6 +26,7 @@ import pytest
 
 from conftest import (
     KafkaCluster,
+    drain_in_session,
     drained_rows,
     local_broker,
     record_fault_result,
@@ -36,6 +39,8 @@ from expectations import assert_every_record_once, lost_and_duplicated
 
 STRATEGIES = ["none", "checkpoint-dedup", "two-phase-commit"]
 DRIVER_KILL_STAGES = ["tasks-running", "sink-written", "committed"]
+# Locks of 5 s where a driver is killed: the restart waits one lock duration for what it held.
+SHORT_LOCKS = ("--lock-timeout-ms", "5000")
 FULL_MATRIX_ONLY = pytest.mark.full_matrix_only
 
 
@@ -84,9 +89,9 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
     redeliveries that reach the sink after the driver dies."""
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = ("--strategy", "idempotent", "--sink", "upsert")
+    job = ("--strategy", "idempotent", "--sink", "upsert", *SHORT_LOCKS)
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", stage) != 0, "the driver was not killed"
-    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
 
     stored = upserted(expected, tmp_path / "out" / "sink.db", tmp_path)
     assert_and_record(
@@ -111,12 +116,12 @@ def test_driver_killed_then_restarted_from_the_checkpoint(
 ) -> None:
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    common = ("--strategy", strategy, "--sink", "skip")
+    common = ("--strategy", strategy, "--sink", "skip", *SHORT_LOCKS)
 
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", stage) != 0, (
         "the driver was not killed"
     )
-    assert run_drain_job(topic, group, tmp_path, *common) == 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *common) == 0
 
     got = [value for value, _ in drained_rows(tmp_path)]
     dup_ok = duplicates_allowed(strategy, stage)
@@ -140,11 +145,11 @@ def test_checkpoint_dedup_with_a_sink_that_replaces_a_rerun_batch(
     replaces what the killed run wrote, and the records come back once, in a later batch."""
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    common = ("--strategy", "checkpoint-dedup", "--sink", "overwrite")
+    common = ("--strategy", "checkpoint-dedup", "--sink", "overwrite", *SHORT_LOCKS)
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", "sink-written") != 0, (
         "the driver was not killed"
     )
-    assert run_drain_job(topic, group, tmp_path, *common) == 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *common) == 0
     got = [value for value, _ in drained_rows(tmp_path)]
     fault = "driver SIGKILL: sink-written, sink replaces a re-run batch"
     assert_and_record(kafka, topic, group, "checkpoint-dedup", fault, expected, got, dup_ok=False)
@@ -197,10 +202,11 @@ def test_a_task_or_an_executor_fails_mid_batch(
     name, master, parallelism = TASK_FAULTS[fault]
     expected = values(2_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = ("--strategy", strategy, "--sink", "skip", "--master", master, "--parallelism", parallelism)
-    assert run_drain_job(topic, group, tmp_path, *job, "--fault", fault) == 0
+    job = ("--strategy", strategy, "--sink", "skip", "--parallelism", parallelism)
+    assert run_drain_job(topic, group, tmp_path, *job, "--master", master, "--fault", fault) == 0
     assert (tmp_path / "out" / f"{fault}-injected").exists(), f"no {fault} happened"
-    assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
+    # Drains what came back after the run ended.
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     got = [value for value, _ in drained_rows(tmp_path)]
     # `none` promises at-least-once only: the records a dead executor's consumers held come back.
     assert_and_record(kafka, topic, group, strategy, name, expected, got, dup_ok=strategy == "none")
@@ -227,7 +233,8 @@ def test_a_batch_outlives_the_acquisition_lock(
     if renewal == "refused":
         kafka.refuse_lock_renewal(group)
     job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
-    assert run_drain_job(topic, group, tmp_path, *job, "--slow-batch-s", str(3 * LOCK_MS / 1000)) == 0
+    slow = ("--slow-batch-s", str(3 * LOCK_MS / 1000))
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job, *slow) == 0
     assert (tmp_path / "out" / "slow-batch").exists(), "no batch with records was slowed"
     got = [value for value, _ in drained_rows(tmp_path)]
     fault = "batch outlives the lock" + (" (renewal refused)" if renewal == "refused" else "")
@@ -256,7 +263,8 @@ def test_a_batch_is_read_again_after_its_locks_expired_unrenewed(
     job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
     assert run_drain_job(topic, group, tmp_path, *job, "--pause-jvm-s", str(3 * LOCK_MS / 1000)) == 0
     assert (tmp_path / "out" / "jvm-paused").exists(), "no batch with records was read twice"
-    assert run_drain_job(topic, group, tmp_path, *job) == 0  # drains what came back after the run ended
+    # Drains what came back after the run ended.
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     got = [value for value, _ in drained_rows(tmp_path)]
     fault = "JVM paused past the lock between two reads of a batch"
     assert_and_record(kafka, topic, group, strategy, fault, expected, got, dup_ok=strategy == "none")
@@ -301,7 +309,7 @@ def test_the_broker_restarts_mid_stream(
         assert running.wait(timeout=300) == 0
     finally:
         running.kill()
-    assert run_drain_job(topic, group, tmp_path, *job) == 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     got = [value for value, _ in drained_rows(tmp_path)]
     fault = BROKER_RESTART_MOMENTS[moment]
     assert_and_record(kafka, topic, group, strategy, fault, expected, got, dup_ok=strategy == "none")
@@ -336,7 +344,7 @@ def test_two_queries_share_a_group_and_one_is_killed(
         killed.kill()
         if survivor:
             survivor.kill()
-    assert run_drain_job(topic, group, tmp_path / "a", *job) == 0  # query a restarts from its checkpoint
+    assert drain_in_session(kafka.spark, topic, group, tmp_path / "a", *job) == 0  # query a restarts
     fault = "two queries in a group, one SIGKILLed"
     if not upsert:
         got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]

@@ -25,6 +25,9 @@ are kept in `<out>/killed.json` when the sink got to see them):
 
 A run that finishes writes its last progress's source metrics to `<out>/metrics.json`; a
 Trigger.AvailableNow query that fails writes its error to `<out>/failure.txt`.
+
+A test may run the same drain in its own Spark session (conftest.drain_in_session), where the run
+needs no application of its own: `DrainRun` is the run, `main` the application around it.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 from share_metrics import acknowledged, source_metrics
 from sinks import run_into_kafka, upsert
 from spark_kafka_share import AcknowledgeType, acknowledge, marks
@@ -167,13 +171,20 @@ parser.add_argument(
     help="with --stop-once-read: once the sink has read everything, keep one executor busy for S s, stop the "
     "query meanwhile, then keep the application up until <out>/done appears",
 )
-args = parser.parse_args()
-out = Path(args.out)
-read_values: set[str] = set()
-written_batches: list[int] = []  # ids of the batches the sink wrote, in order
-batches_with_rows: list[int] = []
-# A batch in which every consumer read its share of --max-records-per-trigger: all slots hold records.
-full_batch = int(args.max_records_per_trigger or 1)
+# The flags that act on the application itself (its JVMs, master, confs or jars): a run in another
+# application's session (conftest.drain_in_session) cannot take them.
+APPLICATION_FLAGS = (
+    "--master",
+    "--spark-conf",
+    "--sbt-jars",
+    "--kill-at",
+    "--fault",
+    "--pause-jvm-s",
+    "--occupy-executor-s",
+    "--evaluate-again-elsewhere",
+    "--stop-while-occupied",
+    "--hold-batch",
+)
 
 
 def sbt_project_jars(project: str, jar_prefix: str) -> list[str]:
@@ -184,164 +195,209 @@ def sbt_project_jars(project: str, jar_prefix: str) -> list[str]:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip().split(",")
 
 
-extra_jars = [jar for spec in args.sbt_jars for jar in sbt_project_jars(*spec.split("=", 1))]
-if args.sink == "kafka":  # Spark's own kafka source (and sink)
-    extra_jars += sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")
-
-
-spark = (
-    SparkSession.builder.master(args.master)
-    .config("spark.jars", ",".join([args.jar, *extra_jars]))
-    .config("spark.executor.memory", "900m")
-    .config("spark.ui.enabled", "false")
-    .config(map=dict(conf.split("=", 1) for conf in args.spark_conf))
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
-
-
-def kill() -> None:
-    kill_driver(spark, out, args.kill_once_exists)
-
-
-def sink(batch: DataFrame, batch_id: int) -> None:
-    if args.kill_at == "committed" and (out / "killed.json").exists():
-        kill()
-    if args.kill_at == "tasks-running" and not (out / "killed.json").exists():
-        # The first evaluation runs the batch's tasks slowly (10 ms a record); a batch with records
-        # is still being read when the timer fires, an empty one finishes first and cancels it.
-        timer = threading.Timer(1.0, kill)
-        timer.start()
-        batch.select(slowly(F.col("value").cast("string"))).collect()
-        timer.cancel()
-    if args.fault:
-        batch.select(with_fault(out, args.fault, args.task_failures)(F.col("value").cast("string"))).collect()
-    if args.pause_jvm_s and batch.count() > 0 and first_time(out, "jvm-paused"):
-        pause_jvm(spark, args.pause_jvm_s)
-    if args.sink == "upsert":
-        rows = upsert(batch, Path(args.sink_db or out / "sink.db"), out)
-        kill_once_written(rows)
-        return
-    if args.release_every:
-        first = batch.filter("deliveryCount = 1").withColumn(
-            "n", F.expr("cast(split(cast(value as string), '-')[1] as int)")
-        )
-        acknowledge(batch, marks(first.filter(F.col("n") % args.release_every == 0), AcknowledgeType.RELEASE))
-    target = out / f"batch-{batch_id}.json"
-    if args.sink == "skip" and target.exists():
-        return
-    columns = ["cast(value as string) value", "deliveryCount"]
-    if args.occupy_executor_s or args.hold_batch:  # which executors' consumers read the batch
-        read = batch.selectExpr(*columns).withColumn("pid", executor_pid()).collect()
-        readers = sorted({r.pid for r in read})
-    else:
-        read, readers = batch.selectExpr(*columns).collect(), []
-    rows = [[r.value, r.deliveryCount] for r in read]
-    if args.evaluate_again_elsewhere and rows and first_time(out, "evaluated-again"):
-        evaluate_again_elsewhere(spark, out, batch, [value for value, _ in rows])
-    if args.slow_batch_s and rows and first_time(out, "slow-batch"):
-        time.sleep(args.slow_batch_s)
-    target.write_text(json.dumps(rows))
-    read_values.update(value for value, _ in rows)
-    written_batches.append(batch_id)
-    if rows:
-        batches_with_rows.append(batch_id)
-    if len(batches_with_rows) == args.hold_batch and first_time(out, "held"):
-        hold_for_executor_loss(out, readers)
-    # After the batch's last evaluation, so that what the consumers there hold is what the sink wrote.
-    if args.occupy_executor_s and len(rows) >= full_batch and first_time(out, "occupy-started"):
-        occupy_an_executor(spark, out, args.occupy_executor_s, executor=readers[0])
-    kill_once_written(rows)
-
-
-def kill_once_written(rows: list[list[object]]) -> None:
-    """--kill-at sink-written kills the driver once the sink wrote the first batch with records;
-    `committed`, at the next batch (its commit log then written). Both keep that batch's rows."""
-    if args.kill_at in ("sink-written", "committed") and rows and not (out / "killed.json").exists():
-        (out / "killed.json").write_text(json.dumps(rows))
-        if args.kill_at == "sink-written":
-            kill()
-
-
-share_records = (
-    spark.readStream.format("kafka-share")
-    .option("kafka.bootstrap.servers", args.bootstrap)
-    .option("kafka.share.group.id", args.group)
-    .option("subscribe", args.topic)
-    .option("startingOffsets", "earliest")
-    .option("kafka.share.parallelism", args.parallelism)
-    # Short locks, so the records a killed driver held come back within seconds.
-    .option("kafka.share.lock.timeout.ms", args.lock_timeout_ms)
-    .option("kafka.share.exactly.once.strategy", args.strategy)
-    .option("kafka.share.acknowledgment.mode", "explicit" if args.release_every else "implicit")
-    .options(
-        **({"maxRecordsPerTrigger": args.max_records_per_trigger} if args.max_records_per_trigger else {})
+def application(args: argparse.Namespace) -> SparkSession:
+    extra_jars = [jar for spec in args.sbt_jars for jar in sbt_project_jars(*spec.split("=", 1))]
+    if args.sink == "kafka":  # Spark's own kafka source (and sink)
+        extra_jars += sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")
+    spark = (
+        SparkSession.builder.master(args.master)
+        .config("spark.jars", ",".join([args.jar, *extra_jars]))
+        .config("spark.executor.memory", "900m")
+        .config("spark.ui.enabled", "false")
+        .config(map=dict(conf.split("=", 1) for conf in args.spark_conf))
+        .getOrCreate()
     )
-    .options(**dict(option.split("=", 1) for option in args.option))
-    .load()
-)
-writer = share_records.writeStream.foreachBatch(sink).option("checkpointLocation", args.checkpoint)
-if args.sink == "kafka":
-    query = run_into_kafka(
-        share_records,
-        args.bootstrap,
-        args.sink_topic,
-        args.checkpoint,
-        out,
-        args.async_progress,
-        kill if args.kill_at == "mid-stream" else None,
-    )
-elif args.stop_once_read:
-    metric, _, metric_target = (args.until_metric or "").partition("=")
-    query = writer.start()
-    started = time.monotonic()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
-    def finished() -> bool:
-        metrics = source_metrics(query)
+
+class DrainRun:
+    """One run of the drain query in `spark`, as `args` say; what the sink read stays here."""
+
+    def __init__(self, spark: SparkSession, args: argparse.Namespace) -> None:
+        self.spark = spark
+        self.args = args
+        self.out = Path(args.out)
+        self.read_values: set[str] = set()
+        self.written_batches: list[int] = []  # ids of the batches the sink wrote, in order
+        self.batches_with_rows: list[int] = []
+        # A batch in which every consumer read its share of --max-records-per-trigger: all slots hold records.
+        self.full_batch = int(args.max_records_per_trigger or 1)
+
+    def kill(self) -> None:
+        kill_driver(self.spark, self.out, self.args.kill_once_exists)
+
+    def sink(self, batch: DataFrame, batch_id: int) -> None:
+        args, out = self.args, self.out
+        if args.kill_at == "committed" and (out / "killed.json").exists():
+            self.kill()
+        if args.kill_at == "tasks-running" and not (out / "killed.json").exists():
+            # The first evaluation runs the batch's tasks slowly (10 ms a record); a batch with records
+            # is still being read when the timer fires, an empty one finishes first and cancels it.
+            timer = threading.Timer(1.0, self.kill)
+            timer.start()
+            batch.select(slowly(F.col("value").cast("string"))).collect()
+            timer.cancel()
+        if args.fault:
+            failing = with_fault(out, args.fault, args.task_failures)
+            batch.select(failing(F.col("value").cast("string"))).collect()
+        if args.pause_jvm_s and batch.count() > 0 and first_time(out, "jvm-paused"):
+            pause_jvm(self.spark, args.pause_jvm_s)
+        if args.sink == "upsert":
+            rows = upsert(batch, Path(args.sink_db or out / "sink.db"), out)
+            self.kill_once_written(rows)
+            return
+        if args.release_every:
+            first = batch.filter("deliveryCount = 1").withColumn(
+                "n", F.expr("cast(split(cast(value as string), '-')[1] as int)")
+            )
+            released = first.filter(F.col("n") % args.release_every == 0)
+            acknowledge(batch, marks(released, AcknowledgeType.RELEASE))
+        target = out / f"batch-{batch_id}.json"
+        if args.sink == "skip" and target.exists():
+            return
+        columns = ["cast(value as string) value", "deliveryCount"]
+        if args.occupy_executor_s or args.hold_batch:  # which executors' consumers read the batch
+            read = batch.selectExpr(*columns).withColumn("pid", executor_pid()).collect()
+            readers = sorted({r.pid for r in read})
+        else:
+            read, readers = batch.selectExpr(*columns).collect(), []
+        rows = [[r.value, r.deliveryCount] for r in read]
+        if args.evaluate_again_elsewhere and rows and first_time(out, "evaluated-again"):
+            evaluate_again_elsewhere(self.spark, out, batch, [value for value, _ in rows])
+        if args.slow_batch_s and rows and first_time(out, "slow-batch"):
+            time.sleep(args.slow_batch_s)
+        target.write_text(json.dumps(rows))
+        self.read_values.update(value for value, _ in rows)
+        self.written_batches.append(batch_id)
+        if rows:
+            self.batches_with_rows.append(batch_id)
+        if len(self.batches_with_rows) == args.hold_batch and first_time(out, "held"):
+            hold_for_executor_loss(out, readers)
+        # After the batch's last evaluation, so that what the consumers there hold is what the sink wrote.
+        if args.occupy_executor_s and len(rows) >= self.full_batch and first_time(out, "occupy-started"):
+            occupy_an_executor(self.spark, out, args.occupy_executor_s, executor=readers[0])
+        self.kill_once_written(rows)
+
+    def kill_once_written(self, rows: list[list[object]]) -> None:
+        """--kill-at sink-written kills the driver once the sink wrote the first batch with records;
+        `committed`, at the next batch (its commit log then written). Both keep that batch's rows."""
+        killed = self.out / "killed.json"
+        if self.args.kill_at in ("sink-written", "committed") and rows and not killed.exists():
+            killed.write_text(json.dumps(rows))
+            if self.args.kill_at == "sink-written":
+                self.kill()
+
+    def share_records(self) -> DataFrame:
+        args = self.args
+        options = dict(option.split("=", 1) for option in args.option)
+        if args.max_records_per_trigger:
+            options = {"maxRecordsPerTrigger": args.max_records_per_trigger, **options}
         return (
-            len(read_values) >= args.stop_once_read
-            and (not args.until_acknowledged or acknowledged(metrics) >= args.stop_once_read)
-            and (not args.until_metric or int(metrics.get(metric, 0)) >= int(metric_target))
+            self.spark.readStream.format("kafka-share")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("kafka.share.group.id", args.group)
+            .option("subscribe", args.topic)
+            .option("startingOffsets", "earliest")
+            .option("kafka.share.parallelism", args.parallelism)
+            # Short locks, so the records a killed driver held come back within seconds.
+            .option("kafka.share.lock.timeout.ms", args.lock_timeout_ms)
+            .option("kafka.share.exactly.once.strategy", args.strategy)
+            .option("kafka.share.acknowledgment.mode", "explicit" if args.release_every else "implicit")
+            .options(**options)
+            .load()
         )
 
-    while not finished() and query.isActive:
-        if time.monotonic() - started > (args.occupy_executor_s or 120):
-            break
-        time.sleep(0.2)
-    (out / "read-all.txt").write_text(str(len(read_values) >= args.stop_once_read))
-    # The sink has the records before Spark commits their batch: a stop in between leaves that batch
-    # uncommitted, and the source rightly gives its records back to the group. Its progress is
-    # reported once the batch is committed.
-    deadline = time.monotonic() + 60
-    while query.isActive and written_batches and time.monotonic() < deadline:
-        progress = query.lastProgress
-        if progress and progress["batchId"] >= written_batches[-1]:
-            break
-        time.sleep(0.2)
-    if args.stop_while_occupied:
-        occupy_an_executor(spark, out, args.stop_while_occupied)
-    else:
-        spark.sparkContext.cancelJobGroup("occupy-executor")  # frees the executor before the query stops
-    query.stop()
-    if args.stop_while_occupied:
-        (out / "stopped").write_text("")
-        deadline = time.monotonic() + args.stop_while_occupied
-        while not (out / "done").exists() and time.monotonic() < deadline:
+    def run(self, timeout_s: float | None = None) -> None:
+        """Runs the query to its end; a Trigger.AvailableNow query that fails, or outlasts `timeout_s`,
+        raises (a failure's error written to <out>/failure.txt first)."""
+        args, out = self.args, self.out
+        share_records = self.share_records()
+        writer = share_records.writeStream.foreachBatch(self.sink)
+        writer = writer.option("checkpointLocation", args.checkpoint)
+        if args.sink == "kafka":
+            query = run_into_kafka(
+                share_records,
+                args.bootstrap,
+                args.sink_topic,
+                args.checkpoint,
+                out,
+                args.async_progress,
+                self.kill if args.kill_at == "mid-stream" else None,
+            )
+        elif args.stop_once_read:
+            query = writer.start()
+            self.stop_once_read(query)
+        else:
+            query = writer.trigger(availableNow=True).start()
+            try:
+                ended = query.awaitTermination(timeout_s)
+            except StreamingQueryException as failure:
+                (out / "failure.txt").write_text(str(failure))
+                raise
+            if ended is False:
+                query.stop()
+                raise TimeoutError(f"the drain did not end within {timeout_s} s")
+        self.report(query)
+
+    def stop_once_read(self, query: StreamingQuery) -> None:
+        args, out = self.args, self.out
+        metric, _, metric_target = (args.until_metric or "").partition("=")
+        started = time.monotonic()
+
+        def finished() -> bool:
+            metrics = source_metrics(query)
+            return (
+                len(self.read_values) >= args.stop_once_read
+                and (not args.until_acknowledged or acknowledged(metrics) >= args.stop_once_read)
+                and (not args.until_metric or int(metrics.get(metric, 0)) >= int(metric_target))
+            )
+
+        while not finished() and query.isActive:
+            if time.monotonic() - started > (args.occupy_executor_s or 120):
+                break
             time.sleep(0.2)
-        spark.sparkContext.cancelJobGroup("occupy-executor")
-else:
-    query = writer.trigger(availableNow=True).start()
-    try:
-        query.awaitTermination()
-    except StreamingQueryException as failure:
-        (out / "failure.txt").write_text(str(failure))
-        raise
-# On stderr, which a failing test shows: what each batch read and how the source settled records.
-for progress in query.recentProgress:
-    source = progress["sources"][0]
-    print(f"batch {progress['batchId']}: {source['numInputRows']} rows, {source['metrics']}", file=sys.stderr)
-if query.lastProgress:  # the run's counters so far: the source metrics are totals since the query started
-    (out / "metrics.json").write_text(json.dumps(source_metrics(query)))
-jsc = spark.sparkContext._jsc
-assert jsc is not None
-(out / "executors.txt").write_text(str(jsc.sc().getExecutorMemoryStatus().size() - 1))
+        (out / "read-all.txt").write_text(str(len(self.read_values) >= args.stop_once_read))
+        # The sink has the records before Spark commits their batch: a stop in between leaves that batch
+        # uncommitted, and the source rightly gives its records back to the group. Its progress is
+        # reported once the batch is committed.
+        deadline = time.monotonic() + 60
+        while query.isActive and self.written_batches and time.monotonic() < deadline:
+            progress = query.lastProgress
+            if progress and progress["batchId"] >= self.written_batches[-1]:
+                break
+            time.sleep(0.2)
+        if args.stop_while_occupied:
+            occupy_an_executor(self.spark, out, args.stop_while_occupied)
+        else:
+            # Frees the executor before the query stops.
+            self.spark.sparkContext.cancelJobGroup("occupy-executor")
+        query.stop()
+        if args.stop_while_occupied:
+            (out / "stopped").write_text("")
+            deadline = time.monotonic() + args.stop_while_occupied
+            while not (out / "done").exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.spark.sparkContext.cancelJobGroup("occupy-executor")
+
+    def report(self, query: StreamingQuery) -> None:
+        # On stderr, which a failing test shows: what each batch read and how the source settled records.
+        for progress in query.recentProgress:
+            source = progress["sources"][0]
+            read = f"{source['numInputRows']} rows, {source['metrics']}"
+            print(f"batch {progress['batchId']}: {read}", file=sys.stderr)
+        # The run's counters so far: the source metrics are totals since the query started.
+        if query.lastProgress:
+            (self.out / "metrics.json").write_text(json.dumps(source_metrics(query)))
+        jsc = self.spark.sparkContext._jsc
+        assert jsc is not None
+        (self.out / "executors.txt").write_text(str(jsc.sc().getExecutorMemoryStatus().size() - 1))
+
+
+def main(argv: list[str]) -> None:
+    args = parser.parse_args(argv)
+    DrainRun(application(args), args).run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
