@@ -8,7 +8,7 @@ application of its own (a restart, or a run with no fault in its JVMs) runs in t
 session (conftest.drain_in_session), which saves an application's start. The sink skips a batch id
 it already wrote, like the file sink and Delta: the case where re-run batches matter.
 
-`make fault-matrix` runs every case (about half an hour on 2 cores). `make test`, and so CI, runs
+`make fault-matrix` runs every case (about 15 minutes on 2 cores). `make test`, and so CI, runs
 every fault under the strategies it puts most at risk (mostly those whose guarantee is exact); the
 other cases carry the `full_matrix_only` mark.
 """
