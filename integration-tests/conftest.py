@@ -382,6 +382,16 @@ def values(n: int, prefix: str = "r") -> list[str]:
 DRAIN_JOB = Path(__file__).parent / "jobs" / "drain_topic.py"
 
 
+def drain_job_args(
+    topic: str, group: str, workdir: Path, extra: tuple[str, ...], checkpoint: Path | None
+) -> list[str]:
+    """jobs/drain_topic.py's flags, with its checkpoint (unless `checkpoint` names another) and sink
+    under `workdir`, whose sink directory this makes."""
+    (workdir / "out").mkdir(parents=True, exist_ok=True)
+    where = ["--checkpoint", str(checkpoint or workdir / "checkpoint"), "--out", str(workdir / "out")]
+    return ["--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group, *where, "--jar", JAR, *extra]
+
+
 def start_drain_job(
     topic: str,
     group: str,
@@ -392,17 +402,7 @@ def start_drain_job(
 ) -> subprocess.Popen[bytes]:
     """Starts jobs/drain_topic.py in a Spark application of its own, with its checkpoint (unless
     `checkpoint` names another) and sink under `workdir`; its driver runs in `cwd`, if given."""
-    (workdir / "out").mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, str(DRAIN_JOB), "--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group]
-    command += [
-        "--checkpoint",
-        str(checkpoint or workdir / "checkpoint"),
-        "--out",
-        str(workdir / "out"),
-        "--jar",
-        JAR,
-        *extra,
-    ]
+    command = [sys.executable, str(DRAIN_JOB), *drain_job_args(topic, group, workdir, extra, checkpoint)]
     # The job imports spark_kafka_share from this checkout, as the tests do.
     python_path = os.pathsep.join(p for p in (str(REPO / "python"), os.environ.get("PYTHONPATH")) if p)
     return subprocess.Popen(command, env={**os.environ, "PYTHONPATH": python_path}, cwd=cwd)
@@ -437,11 +437,7 @@ def drain_in_session(
 
     own = [flag for flag in drain_topic.APPLICATION_FLAGS if flag in extra]
     assert not own, f"{own} need an application of their own: use run_drain_job"
-    (workdir / "out").mkdir(parents=True, exist_ok=True)
-    where = ("--checkpoint", str(checkpoint or workdir / "checkpoint"), "--out", str(workdir / "out"))
-    args = drain_topic.parser.parse_args(
-        ["--bootstrap", BOOTSTRAP, "--topic", topic, "--group", group, *where, "--jar", JAR, *extra]
-    )
+    args = drain_topic.parser.parse_args(drain_job_args(topic, group, workdir, extra, checkpoint))
     try:
         drain_topic.DrainRun(spark, args).run(timeout_s=300)
         return 0
