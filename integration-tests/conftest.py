@@ -380,6 +380,9 @@ def values(n: int, prefix: str = "r") -> list[str]:
 
 
 DRAIN_JOB = Path(__file__).parent / "jobs" / "drain_topic.py"
+# The lock of a run whose driver is killed: its restart waits one lock duration for what it held.
+KILLED_DRIVER_LOCK_S = 5
+KILLED_DRIVER_LOCKS = ("--lock-timeout-ms", str(KILLED_DRIVER_LOCK_S * 1000))
 
 
 def drain_job_args(
@@ -435,7 +438,8 @@ def drain_in_session(
         sys.path.insert(0, str(DRAIN_JOB.parent))
     import drain_topic
 
-    own = [flag for flag in drain_topic.APPLICATION_FLAGS if flag in extra]
+    given = {arg.split("=", 1)[0] for arg in extra}  # "--flag value" or "--flag=value"
+    own = [flag for flag in drain_topic.APPLICATION_FLAGS if flag in given]
     assert not own, f"{own} need an application of their own: use run_drain_job"
     args = drain_topic.parser.parse_args(drain_job_args(topic, group, workdir, extra, checkpoint))
     try:

@@ -28,6 +28,7 @@ from pyspark.sql import SparkSession
 from spark_kafka_share import KafkaShareConfigurationError, from_jvm_error
 
 from conftest import (
+    KILLED_DRIVER_LOCKS,
     KafkaCluster,
     drain_in_session,
     drain_values,
@@ -266,7 +267,7 @@ def test_a_batch_to_re_run_that_the_principal_may_no_longer_read_fails_saying_so
     as_alice = [f"kafka.bootstrap.servers={SASL_BOOTSTRAP}", "kafka.security.protocol=SASL_PLAINTEXT"]
     as_alice += ["kafka.sasl.mechanism=PLAIN", f"kafka.sasl.jaas.config={login}"]
     job = ["--strategy", "two-phase-commit", *(arg for option in as_alice for arg in ("--option", option))]
-    job += ["--lock-timeout-ms", "5000"]  # the restarts wait one lock duration for what the killed run held
+    job += KILLED_DRIVER_LOCKS
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
     assert json.loads((tmp_path / "out" / "killed.json").read_text()), "killed before the sink saw a record"
 

@@ -16,6 +16,8 @@ import pytest
 from confluent_kafka import OFFSET_END, TopicPartition
 
 from conftest import (
+    KILLED_DRIVER_LOCK_S,
+    KILLED_DRIVER_LOCKS,
     KafkaCluster,
     drain_in_session,
     drained_rows,
@@ -26,21 +28,17 @@ from conftest import (
 )
 from expectations import assert_every_record_once
 
-# Locks of 5 s: a restart waits one lock duration for the records the killed driver held to come back.
-LOCK_S = 5
-SHORT_LOCKS = ("--lock-timeout-ms", str(LOCK_S * 1000))
-
 
 def test_driver_killed_between_sink_write_and_commit_loses_nothing(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
     expected = values(1_000)
     topic = kafka.topic_with(expected)
-    assert run_drain_job(topic, group, tmp_path, *SHORT_LOCKS, "--kill-at", "sink-written") != 0
+    assert run_drain_job(topic, group, tmp_path, *KILLED_DRIVER_LOCKS, "--kill-at", "sink-written") != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
     assert killed, "the first run was killed before its sink saw any record"
 
-    assert drain_in_session(kafka.spark, topic, group, tmp_path, *SHORT_LOCKS) == 0
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *KILLED_DRIVER_LOCKS) == 0
     rows = drained_rows(tmp_path)  # the restart re-ran the killed batch id: its last write counts
     got = [value for value, _ in rows]
     assert_every_record_once(
@@ -60,7 +58,7 @@ def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit
     topic = kafka.topic_with(expected)
     # The sink RELEASEs the first delivery of every tenth record. The first run dies after its sink
     # wrote a batch; the restart re-runs that batch from the records log, and the sink marks it again.
-    job = ("--strategy", "two-phase-commit", "--release-every", "10", *SHORT_LOCKS)
+    job = ("--strategy", "two-phase-commit", "--release-every", "10", *KILLED_DRIVER_LOCKS)
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
     assert killed, "the first run was killed before its sink saw any record"
@@ -68,7 +66,7 @@ def test_explicit_marks_on_a_batch_re_run_after_a_restart_under_two_phase_commit
     assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     # A drain ends with the backlog it found at its start: once the killed run's locks have lapsed,
     # a third one takes what came back since.
-    time.sleep(LOCK_S + 1)
+    time.sleep(KILLED_DRIVER_LOCK_S + 1)
     assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     rows = drained_rows(tmp_path)
     released = {v for v in expected if int(v.split("-")[1]) % 10 == 0}
@@ -90,7 +88,7 @@ def test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every
     every record, so none may reach the sink again: the first run's RELEASE marks are not the batch's."""
     expected = values(1_000)
     topic = kafka.topic_with(expected)
-    job = ("--strategy", "two-phase-commit", "--sink", "skip", *SHORT_LOCKS)
+    job = ("--strategy", "two-phase-commit", "--sink", "skip", *KILLED_DRIVER_LOCKS)
     first_run = (*job, "--release-every", "10", "--kill-at", "sink-written")
     assert run_drain_job(topic, group, tmp_path, *first_run) != 0
     killed = {value for value, _ in json.loads((tmp_path / "out" / "killed.json").read_text())}
@@ -98,7 +96,7 @@ def test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every
 
     assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     # Once the killed run's locks have lapsed, a third drain takes what came back since.
-    time.sleep(LOCK_S + 1)
+    time.sleep(KILLED_DRIVER_LOCK_S + 1)
     assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
     rows = drained_rows(tmp_path)
     assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
@@ -152,7 +150,7 @@ def test_a_query_with_async_progress_tracking_into_kafka_killed_mid_stream_loses
     expected = values(2_000)
     kafka.produce(topic, expected)
     # 200 records a consumer and batch at 10 ms each: a batch writes for about 2 s.
-    job = ("--sink", "kafka", "--sink-topic", sink_topic, "--async-progress", *SHORT_LOCKS)
+    job = ("--sink", "kafka", "--sink-topic", sink_topic, "--async-progress", *KILLED_DRIVER_LOCKS)
     job += ("--max-records-per-trigger", "400")
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "mid-stream") != 0
     completed = int((tmp_path / "out" / "killed-after-batch").read_text())

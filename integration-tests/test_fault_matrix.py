@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (
+    KILLED_DRIVER_LOCKS,
     KafkaCluster,
     drain_in_session,
     drained_rows,
@@ -39,8 +40,6 @@ from expectations import assert_every_record_once, lost_and_duplicated
 
 STRATEGIES = ["none", "checkpoint-dedup", "two-phase-commit"]
 DRIVER_KILL_STAGES = ["tasks-running", "sink-written", "committed"]
-# Locks of 5 s where a driver is killed: the restart waits one lock duration for what it held.
-SHORT_LOCKS = ("--lock-timeout-ms", "5000")
 FULL_MATRIX_ONLY = pytest.mark.full_matrix_only
 
 
@@ -89,7 +88,7 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
     redeliveries that reach the sink after the driver dies."""
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = ("--strategy", "idempotent", "--sink", "upsert", *SHORT_LOCKS)
+    job = ("--strategy", "idempotent", "--sink", "upsert", *KILLED_DRIVER_LOCKS)
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", stage) != 0, "the driver was not killed"
     assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
 
@@ -116,7 +115,7 @@ def test_driver_killed_then_restarted_from_the_checkpoint(
 ) -> None:
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    common = ("--strategy", strategy, "--sink", "skip", *SHORT_LOCKS)
+    common = ("--strategy", strategy, "--sink", "skip", *KILLED_DRIVER_LOCKS)
 
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", stage) != 0, (
         "the driver was not killed"
@@ -145,7 +144,7 @@ def test_checkpoint_dedup_with_a_sink_that_replaces_a_rerun_batch(
     replaces what the killed run wrote, and the records come back once, in a later batch."""
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    common = ("--strategy", "checkpoint-dedup", "--sink", "overwrite", *SHORT_LOCKS)
+    common = ("--strategy", "checkpoint-dedup", "--sink", "overwrite", *KILLED_DRIVER_LOCKS)
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", "sink-written") != 0, (
         "the driver was not killed"
     )
