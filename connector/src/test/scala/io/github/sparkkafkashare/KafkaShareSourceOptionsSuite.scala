@@ -8,7 +8,7 @@ import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRec
 import io.github.sparkkafkashare.errors.{KafkaShareIllegalArgumentException, KafkaShareThrowable}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare
-  .options.{AcknowledgmentMode, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
+  .options.{AcceptPoint, AcknowledgmentMode, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
 import io.github.sparkkafkashare.planning.ShareConsumerSettings
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 import org.apache.spark.SparkConf
@@ -35,7 +35,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.subscription == Subscription.Topics(Seq("orders", "payments")))
     assert(o.parallelism.isEmpty)
     assert(o.acknowledgmentMode == AcknowledgmentMode.Implicit)
-    assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.None)
+    assert(o.exactlyOnceStrategy == ExactlyOnceStrategy.None && o.acceptPoint == AcceptPoint.AfterCommit)
     assert(!o.includeHeaders && o.maxRecordsPerTrigger.isEmpty && o.lockTimeoutMs.isEmpty && o.startingOffsets.isEmpty)
     assert(o.partitionMaxRecordLocks.isEmpty && o.assignmentIntervalMs.isEmpty)
     assert(o.pollTimeoutMs == KafkaShareSourceOptions.DefaultPollTimeoutMs)
@@ -66,6 +66,9 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.assignmentIntervalMs.contains(0))
     assert(o.connection.kafkaParams == Map("security.protocol" -> "SASL_SSL", "default.api.timeout.ms" -> "5000"))
     assert(o.connection.apiTimeoutMs == 5000 && o.fetchOffsetNumRetries == 0)
+    val afterLog =
+      parse(required ++ Map("kafka.share.exactly.once.strategy" -> "two-phase-commit", "KAFKA.SHARE.ACKNOWLEDGE" -> "After-Log"))
+    assert(afterLog.acceptPoint == AcceptPoint.AfterLog && afterLog.connection.kafkaParams.isEmpty)
   }
 
   test("startingOffsets accepts earliest, latest and Kafka's by_duration form") {
@@ -162,6 +165,26 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       ),
       (required + ("kafka.share.delivery.count.limit" -> "3"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka-configs"),
       (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"),
+      (required + ("kafka.share.acknowledge" -> "after-poll"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "'after-log'"),
+      (
+        required + ("kafka.share.acknowledge" -> "after-log"),
+        "KAFKA_SHARE_CONFLICTING_OPTIONS",
+        "set kafka.share.exactly.once.strategy to 'two-phase-commit'"
+      ),
+      (
+        required ++ Map("kafka.share.acknowledge" -> "after-log", "kafka.share.exactly.once.strategy" -> "checkpoint-dedup"),
+        "KAFKA_SHARE_CONFLICTING_OPTIONS",
+        "only a strategy that re-runs a batch from the records it logged"
+      ),
+      (
+        required ++ Map(
+          "kafka.share.acknowledge" -> "after-log",
+          "kafka.share.exactly.once.strategy" -> "two-phase-commit",
+          "kafka.share.acknowledgment.mode" -> "explicit"
+        ),
+        "KAFKA_SHARE_CONFLICTING_OPTIONS",
+        "or kafka.share.acknowledgment.mode to 'implicit'"
+      ),
       (
         required + ("kafka.share.exactly.once.stratgy" -> "two-phase-commit"),
         "KAFKA_SHARE_UNKNOWN_OPTION",

@@ -151,11 +151,41 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     write(log)(4, 1, Seq(record(0, 2), record(0, 1, deliveryCount = 2)))
     write(log)(4, 2, Seq(record(0, 2, deliveryCount = 3), record(0, 3)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
-    assert(index.loggedBy(4, Seq(2), candidates) == Set(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3)))
-    assert(index.loggedBy(4, Seq(0, 1), candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2)))
-    assert(index.loggedBy(4, Nil, candidates).isEmpty && index.loggedBy(4, Seq(5), candidates).isEmpty)
+    assert(index.loggedBy(4, Seq(2 -> 0), candidates) == Set(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3)))
+    assert(
+      index.loggedBy(4, Seq(0 -> 0, 1 -> 0), candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2))
+    )
+    assert(index.loggedBy(4, Nil, candidates).isEmpty && index.loggedBy(4, Seq(5 -> 0, 0 -> 1), candidates).isEmpty)
     // Read back in a later run, a record two slots logged belongs to the lower slot.
     assert(log.readBatch(4) == Map(0 -> Seq(record(0, 1)), 1 -> Seq(record(0, 2)), 2 -> Seq(record(0, 3))))
+  }
+
+  test("after-log: a slot's round is all its parts, and once sealed no attempt adds a part") {
+    val log = newLog()
+    def writePart(slot: Int, part: Int, records: Seq[LoggedRecord]) = log.writeFirst(8, slot, records, () => (), part)
+    assert(writePart(0, 0, Seq(record(0, 1), record(0, 2))).isEmpty && writePart(0, 1, Seq(record(0, 3))).isEmpty)
+    assert(writePart(1, 0, Seq(record(0, 3, deliveryCount = 2), record(0, 4))).isEmpty)
+    assert(log.read(8, 0).contains(Seq(record(0, 1), record(0, 2), record(0, 3))))
+    assert(log.read(8) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)), 1 -> Seq(record(0, 3, 2), record(0, 4))))
+    assert(log.rounds()(8).slots.map { case (slot, parts) => slot -> parts.map(_.getPath.getName) } ==
+      Map(0 -> Seq("0.json", "0.1.json"), 1 -> Seq("1.json")))
+
+    // A reader that does not poll ends the round after the last part; an attempt still polling then
+    // finds the end where it would log its next part, and learns that its records are not the batch's.
+    assert(log.seal(8, 0, () => ()) == Seq(Seq(record(0, 1), record(0, 2)), Seq(record(0, 3))))
+    assert(log.readPart(8, 0, 2).contains(Nil))
+    assert(writePart(0, 2, Seq(record(0, 9))).contains(Nil))
+    assert(log.seal(8, 0, () => ()) == Seq(Seq(record(0, 1), record(0, 2)), Seq(record(0, 3))), "sealed twice")
+    assert(log.read(8, 0).contains(Seq(record(0, 1), record(0, 2), record(0, 3))))
+
+    // Re-run after a restart: every slot is sealed, and a record in two slots' parts is the lower slot's.
+    assert(log.sealBatch(8) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)), 1 -> Seq(record(0, 4))))
+    assert(log.readPart(8, 1, 1).contains(Nil))
+    assert(new DeliveredRecordsIndex(log).deliveredBefore(9, (1L to 5L).map(record(0, _))) ==
+      (1L to 4L).map(RecordCoordinates("t", 0, _)).toSet)
+    // Pruned only once every part's records lie below the start offset.
+    assert(log.prune(8, Map(new TopicPartition("t", 0) -> 4L), _ => Set.empty) == 1L)
+    assert(log.prune(8, Map(new TopicPartition("t", 0) -> 5L), _ => Set.empty) == 0L && log.read(8).isEmpty)
   }
 
   test("listing and reading a round while other slots write their files never fails") {

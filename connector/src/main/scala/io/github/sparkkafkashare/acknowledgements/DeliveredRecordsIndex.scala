@@ -16,17 +16,17 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   def deliveredBefore(round: Long, candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
     if (candidates.isEmpty) Set.empty else loggedIn(handedToSparkBefore(round, log.rounds()), candidates)
 
-  /** Those of `candidates` that the given other `slots` logged for `round` (their files are read afresh). */
-  def loggedBy(round: Long, slots: Seq[Int], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
-    if (candidates.isEmpty || slots.isEmpty) Set.empty
-    else loggedIn(Seq(byCoordinates(slots.flatMap(log.read(round, _)).flatten)), candidates)
+  /** Those of `candidates` that the given `parts`, as (slot, part), logged for `round`. */
+  def loggedBy(round: Long, parts: Seq[(Int, Int)], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
+    if (candidates.isEmpty || parts.isEmpty) Set.empty
+    else loggedIn(Seq(byCoordinates(parts.flatMap { case (slot, part) => log.readPart(round, slot, part) }.flatten)), candidates)
 
   private def handedToSparkBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
     val logged = files.filter(_._1 < round)
     // A round's released file is written before its batch commits, so before any later round reads it.
     def handedToSpark(round: RoundFiles): ByCoordinates = {
       val released = round.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
-      byCoordinates(round.slots.values.flatMap(log.readFile).filterNot(r => released.contains(r.coordinates)))
+      byCoordinates(round.slots.values.flatten.flatMap(log.readFile).filterNot(r => released.contains(r.coordinates)))
     }
     byRound = byRound.filter { case (r, _) => logged.contains(r) } ++ logged.collect {
       case (r, files) if !byRound.contains(r) => r -> handedToSpark(files)

@@ -24,6 +24,8 @@ import org.apache.kafka.common.TopicPartition
  *                         here; the group delivers them again and the strategies that log rounds drop them
  * @param topicIds         the id of the topic each partition's records were delivered under: a topic made
  *                         again under its name reuses its offsets, so the records log tells records apart by it
+ * @param accepted         records of earlier parts of the round, ACCEPTed once logged (`after-log`): every
+ *                         evaluation of the round returns them first, and nothing is left to acknowledge
  */
 private[sparkkafkashare] final case class HeldRecords(
     round: Long,
@@ -31,13 +33,14 @@ private[sparkkafkashare] final case class HeldRecords(
     lockedSinceNanos: Long,
     hidden: Set[RecordCoordinates] = Set.empty,
     unlocked: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil,
-    topicIds: Map[TopicPartition, String] = Map.empty
+    topicIds: Map[TopicPartition, String] = Map.empty,
+    accepted: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil
 ) {
 
   /** What the round hands to Spark. */
   def visible: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    if (hidden.isEmpty && unlocked.isEmpty) records
-    else (records.asScala ++ unlocked).filterNot(r => hidden.contains(RecordCoordinates.of(r))).asJava
+    if (hidden.isEmpty && unlocked.isEmpty && accepted.isEmpty) records
+    else (accepted ++ records.asScala ++ unlocked).filterNot(r => hidden.contains(RecordCoordinates.of(r))).asJava
 
   /**
    * Once the batch that read them is committed: ACCEPT, or what user code marked. Otherwise

@@ -13,13 +13,21 @@ import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.util.SerializableConfiguration
 
-/** A round's files in the log: each slot's, and the one of records user code RELEASEd, if any. */
-private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, FileStatus], released: Option[FileStatus])
+/**
+ * A round's files in the log: each slot's parts in order, and the one of records user code RELEASEd,
+ * if any.
+ */
+private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, Seq[FileStatus]], released: Option[FileStatus])
 
 /**
  * The coordinates of the records each round handed to Spark, one file per slot under
  * `<checkpoint>/sources/<n>/kafka-share-rounds/<round>/<slot>.json`, for the `checkpoint-dedup` and
  * `two-phase-commit` strategies.
+ *
+ * With `kafka.share.acknowledge=after-log` a slot logs a round in parts, one per poll: part 0 in
+ * `<slot>.json`, part k in `<slot>.<k>.json`, and an empty part ends the slot's round ([[seal]]).
+ * Every part is written first-writer-wins, so attempts of one task that race agree on each part
+ * and on where the round ends. Readers take a slot's records as those of all its parts.
  *
  * The task writes its file after polling and before any row reaches the sink, so the file is
  * durable before the batch can commit: a later run can tell which records a committed (or
@@ -56,10 +64,32 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    *              the file appears, so that a task that outlived its run does not log a round that the
    *              next run replays or forgets
    */
-  def writeFirst(round: Long, slot: Int, records: Seq[LoggedRecord], fence: () => Unit): Option[Seq[LoggedRecord]] = {
-    val target = slotFile(round, slot)
+  def writeFirst(
+      round: Long,
+      slot: Int,
+      records: Seq[LoggedRecord],
+      fence: () => Unit,
+      part: Int = 0
+  ): Option[Seq[LoggedRecord]] = {
+    val target = partFile(round, slot, part)
     if (files.createFirst(target, RoundRecordsLog.toJson(records).getBytes(UTF_8), fence)) None
-    else Some(read(round, slot).getOrElse(throw new IOException(s"$target vanished while it was written")))
+    else Some(readPart(round, slot, part).getOrElse(throw new IOException(s"$target vanished while it was written")))
+  }
+
+  /**
+   * Ends the slot's round where its parts end, unless an empty part already does, and returns its
+   * parts' records, each part in order: after this no attempt adds a part (`after-log`). A reader
+   * that does not poll seals before it reads, so that an attempt still polling elsewhere (Spark wrote
+   * it off) cannot add records, ACCEPTed once logged, that the reader's batch would not hold.
+   */
+  def seal(round: Long, slot: Int, fence: () => Unit): Seq[Seq[LoggedRecord]] = {
+    @scala.annotation.tailrec
+    def from(part: Int, parts: Vector[Seq[LoggedRecord]]): Seq[Seq[LoggedRecord]] =
+      readPart(round, slot, part).orElse(writeFirst(round, slot, Nil, fence, part)) match {
+        case Some(records) if records.nonEmpty => from(part + 1, parts :+ records)
+        case _ => parts // an empty part, or this call's end mark
+      }
+    from(0, Vector.empty)
   }
 
   /**
@@ -87,9 +117,8 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
       listed.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map {
         case (round, inRound) =>
           val named = inRound.map { case (_, f) => f.getPath.getName -> f }.toMap
-          val slots = named.flatMap { case (name, f) =>
-            Some(name).filter(_.endsWith(".json")).flatMap(name => Parsing.int(name.stripSuffix(".json"))).map(_ -> f)
-          }
+          val parts = named.toSeq.flatMap { case (name, f) => RoundRecordsLog.slotAndPart(name).map(_ -> f) }
+          val slots = parts.groupBy(_._1._1).map { case (slot, inSlot) => slot -> inSlot.sortBy(_._1._2).map(_._2) }
           round -> RoundFiles(slots, named.get(ReleasedFileName))
       }
     } catch {
@@ -98,9 +127,12 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
     }
 
   /** The records of each slot that wrote a file for `round`. */
-  def read(round: Long): Map[Int, Seq[LoggedRecord]] =
-    rounds().get(round).fold(Map.empty[Int, Seq[LoggedRecord]])(_.slots.map { case (slot, file) =>
-      slot -> readFile(file)
+  def read(round: Long): Map[Int, Seq[LoggedRecord]] = readParts(round).map { case (slot, parts) => slot -> parts.flatten }
+
+  /** The records of each slot that wrote a file for `round`, each part in order. */
+  def readParts(round: Long): Map[Int, Seq[Seq[LoggedRecord]]] =
+    rounds().get(round).fold(Map.empty[Int, Seq[Seq[LoggedRecord]]])(_.slots.map { case (slot, parts) =>
+      slot -> parts.map(readFile)
     })
 
   /**
@@ -110,21 +142,35 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
    * the lower slot. Either way the batch holds it once, and a sink that already committed the batch
    * skips it whole.
    */
-  def readBatch(round: Long): Map[Int, Seq[LoggedRecord]] = {
+  def readBatch(round: Long): Map[Int, Seq[LoggedRecord]] = oncePerRecord(readParts(round))
+
+  /** [[readBatch]], once every slot that logged `round` is sealed ([[seal]]): for `after-log`. */
+  def sealBatch(round: Long): Map[Int, Seq[LoggedRecord]] =
+    oncePerRecord(readParts(round).map { case (slot, _) => slot -> seal(round, slot, () => ()) })
+
+  private def oncePerRecord(parts: Map[Int, Seq[Seq[LoggedRecord]]]): Map[Int, Seq[LoggedRecord]] = {
     val taken = scala.collection.mutable.Map.empty[RecordCoordinates, List[LoggedRecord]]
-    read(round).toSeq.sortBy(_._1).map { case (slot, records) =>
-      val own = records.filterNot(r => taken.getOrElse(r.coordinates, Nil).exists(_.sameAs(r)))
-      records.foreach(r => taken(r.coordinates) = r :: taken.getOrElse(r.coordinates, Nil))
+    parts.toSeq.sortBy(_._1).map { case (slot, inSlot) =>
+      val own = inSlot.flatMap { records =>
+        val first = records.filterNot(r => taken.getOrElse(r.coordinates, Nil).exists(_.sameAs(r)))
+        records.foreach(r => taken(r.coordinates) = r :: taken.getOrElse(r.coordinates, Nil))
+        first
+      }
       slot -> own
     }.toMap
   }
 
-  /** The records the slot logged for `round`, if it wrote a file. */
+  /** The records the slot logged for `round`, all its parts', if it wrote a file. */
   def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
-    try Some(parse(fs.open(slotFile(round, slot))))
+    readPart(round, slot, 0).map(_ ++ Iterator.from(1).map(readPart(round, slot, _)).takeWhile(_.isDefined).flatten.flatten)
+
+  /** The records of one part of the slot's round, if it was written. */
+  def readPart(round: Long, slot: Int, part: Int): Option[Seq[LoggedRecord]] =
+    try Some(parse(fs.open(partFile(round, slot, part))))
     catch { case _: FileNotFoundException => None }
 
-  private def slotFile(round: Long, slot: Int) = new Path(new Path(root, round.toString), s"$slot.json")
+  private def partFile(round: Long, slot: Int, part: Int) =
+    new Path(new Path(root, round.toString), if (part == 0) s"$slot.json" else s"$slot.$part.json")
   private def releasedFile(round: Long) = new Path(new Path(root, round.toString), ReleasedFileName)
 
   /** Reads a listed file (handing its status over spares an object store a request for it). */
@@ -151,7 +197,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
       topicsGone: Set[(String, String)] => Set[(String, String)]
   ): Long = {
     val logged = rounds().filter(_._1 <= through).map { case (round, files) =>
-      round -> files.slots.values.flatMap(readFile)
+      round -> files.slots.values.flatten.flatMap(readFile)
     }
     val gone = topicsGone(logged.values.flatten.flatMap(r => r.topicId.map(r.coordinates.topic -> _)).toSet)
     logged.map { case (round, records) =>
@@ -171,6 +217,13 @@ private[sparkkafkashare] object RoundRecordsLog {
 
   /** The delivery count written for released records: the driver's marks do not carry it. */
   private val ReleasedMark = 0
+
+  /** The slot and part a file of a round holds: `<slot>.json` is part 0, `<slot>.<part>.json` a later one. */
+  private def slotAndPart(name: String): Option[(Int, Int)] =
+    Some(name).filter(_.endsWith(".json")).map(_.stripSuffix(".json").split('.')).collect {
+      case Array(slot) => Parsing.int(slot).map(_ -> 0)
+      case Array(slot, part) => for (s <- Parsing.int(slot); p <- Parsing.int(part).filter(_ > 0)) yield (s, p)
+    }.flatten
 
   /** `{"records": [[topic, partition, offset, deliveryCount, topicId], ...]}`, null where unknown. */
   def toJson(records: Seq[LoggedRecord]): String = mapper.writeValueAsString(Map("records" -> records.map { r =>

@@ -12,8 +12,9 @@ import org.apache.spark.sql.catalyst.InternalRow
  * the same points whatever the strategy: a round the slot just polled, a round it still holds when
  * Spark evaluates the batch again, and, before a reader is made, a round to read where its consumer
  * is not. `none` and `idempotent` hand out the records as polled ([[ExactlyOncePath.AsPolled]]);
- * `checkpoint-dedup` and `two-phase-commit` log them first ([[RecordsLogPath]]); what else tells
- * those two apart happens on the driver, when a batch runs again after a restart.
+ * `checkpoint-dedup` and `two-phase-commit` log them first ([[RecordsLogPath]]), and `after-log`
+ * ACCEPTs them once logged ([[AfterLogPath]]); what else tells those two strategies apart happens
+ * on the driver, when a batch runs again after a restart.
  */
 private[executor] trait ExactlyOncePath {
 
@@ -32,8 +33,10 @@ private[executor] trait ExactlyOncePath {
 }
 
 private[executor] object ExactlyOncePath {
-  def apply(recordsLog: Option[RoundRecordsLog]): ExactlyOncePath =
-    recordsLog.fold[ExactlyOncePath](AsPolled)(new RecordsLogPath(_))
+
+  /** @param afterLog `kafka.share.acknowledge=after-log` */
+  def apply(recordsLog: Option[RoundRecordsLog], afterLog: Boolean): ExactlyOncePath =
+    recordsLog.fold[ExactlyOncePath](AsPolled)(log => if (afterLog) new AfterLogPath(log) else new RecordsLogPath(log))
 
   /** `none`, `idempotent`: the records as polled, and, evaluated again, as held. */
   object AsPolled extends ExactlyOncePath {
@@ -62,4 +65,13 @@ private[executor] final class SlotRound(
     records.iterator().asScala.map(r =>
       KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r))
     )
+
+  /** Counts what a poll of the slot acquired, and returns it. */
+  def acquired(
+      records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+    counts.add(_.acquired, records.size)
+    counts.add(_.redelivered, records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1))
+    records
+  }
 }

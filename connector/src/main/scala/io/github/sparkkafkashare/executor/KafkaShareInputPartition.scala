@@ -18,6 +18,7 @@ import org.apache.spark.sql.connector.read.InputPartition
  * @param consumerConfig   the share consumer's settings; may hold secrets, never log it
  * @param groupLimits      the group's limits as the driver last read them: whether the slot renews
  *                         locks, and their duration until the broker reports it
+ * @param afterLog         `kafka.share.acknowledge=after-log`: how far the slot's round polls on
  */
 private[sparkkafkashare] final case class KafkaShareInputPartition(
     runId: String,
@@ -32,7 +33,8 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
     includeHeaders: Boolean,
     pollTimeoutMs: Long,
     groupLimits: GroupLimits,
-    location: Option[String]
+    location: Option[String],
+    afterLog: Option[AfterLogBudget] = None
 ) extends InputPartition {
 
   /**
@@ -49,3 +51,12 @@ private[sparkkafkashare] final case class KafkaShareInputPartition(
 
   override def toString: String = s"KafkaShareInputPartition(slot=$slot, round=$round, poll=$poll)"
 }
+
+/**
+ * How far a slot's round polls on under `after-log`, where each poll's records are ACCEPTed once
+ * logged: until a poll brings nothing, the round holds `records`, or `pollingMs` have passed.
+ *
+ * @param partPoll how long a poll after the round's first waits for records: the slot has been
+ *                 outpaced by the others, or the backlog is drained, if none come in that time
+ */
+private[sparkkafkashare] final case class AfterLogBudget(records: Long, pollingMs: Long, partPoll: java.time.Duration)

@@ -4,8 +4,8 @@ import java.time.Duration
 
 import scala.jdk.CollectionConverters._
 
-import io.github.sparkkafkashare.metrics.{KafkaShareCountMetric, KafkaShareSourceMetrics, TaskCounts}
-import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord}
+import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, TaskCounts}
+import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.connector.metric.CustomTaskMetric
@@ -79,8 +79,8 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           val joins = slot.joinsWithNextPoll(partition.topics)
           val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
           if (joins && !slot.turnedAwayAsGroupFull) counts.add(_.joined, 1)
-          counts.addAll(acquisitions(polled))
-          path.polled(new SlotRound(partition, slot, counts), polled)
+          val slotRound = new SlotRound(partition, slot, counts)
+          path.polled(slotRound, slotRound.acquired(polled))
         }
     }
     // After the settlement and the poll, so that the results of the acknowledgements they sent count
@@ -112,10 +112,4 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     if (settled.accepted + settled.released + settled.rejected > 0) slot.flush(ShareConsumerPool.CloseTimeout)
   }
 
-  private def acquisitions(records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]])
-      : Map[KafkaShareCountMetric, Long] =
-    Map(
-      KafkaShareCountMetric.Acquired -> records.size.toLong,
-      KafkaShareCountMetric.Redelivered -> records.asScala.count(r => KafkaShareRows.deliveryCount(r) > 1).toLong
-    )
 }

@@ -11,14 +11,16 @@ import org.apache.spark.sql.connector.read.{InputPartition, PartitionReader, Par
  * an accumulator deserialized then never reports back.
  *
  * @param recordsLog set for the `checkpoint-dedup` and `two-phase-commit` strategies
+ * @param afterLog   `kafka.share.acknowledge=after-log`
  */
 private[sparkkafkashare] final case class KafkaSharePartitionReaderFactory(
     metrics: KafkaShareSourceMetrics,
     slotLocations: SlotLocations,
-    recordsLog: Option[RoundRecordsLog]
+    recordsLog: Option[RoundRecordsLog],
+    afterLog: Boolean
 ) extends PartitionReaderFactory {
 
-  @transient private lazy val path = ExactlyOncePath(recordsLog)
+  @transient private lazy val path = ExactlyOncePath(recordsLog, afterLog)
 
   /**
    * A slot's round is read from its consumer, unless the consumer that acquired it is not in this

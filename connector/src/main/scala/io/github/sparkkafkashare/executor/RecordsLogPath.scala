@@ -19,7 +19,7 @@ import org.apache.spark.sql.kafkashare.QueryRunRegistry
  * An evaluation whose consumer holds other records than the log names RELEASEs them and reads the
  * logged ones back by their coordinates.
  */
-private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOncePath with Logging {
+private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOncePath with Logging {
 
   override def polled(
       round: SlotRound,
@@ -39,7 +39,7 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
 
   override def readElsewhere(partition: KafkaShareInputPartition): Option[Seq[LoggedRecord]] =
     log.read(partition.round, partition.slot).map { logged =>
-      val others = loggedFirstElsewhere(partition, logged)
+      val others = loggedFirstElsewhere(partition, 0, logged)
       logged.filterNot(r => others.contains(r.coordinates))
     }
 
@@ -52,24 +52,38 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
       polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] = {
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
-    // Every record is checked, not only those with deliveryCount > 1: a broker restart redelivers
-    // records it had handed out with their delivery count back at 1.
-    val delivered =
-      DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, loggedRecords(round, polled))
-    val kept = if (delivered.isEmpty) polled else slot.acceptDelivered(partition.round, delivered)
-    counts.add(_.deduplicated, delivered.size)
-    counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTed these
+    val kept = dropDelivered(round, polled)
     // Even none: an evaluation of this round elsewhere must find none too.
-    val fence = () => RecordsLogPath.fenceLateAttempt(partition.runId, partition.slot, partition.round)
     val logged = loggedRecords(round, kept)
-    log.writeFirst(partition.round, partition.slot, logged, fence) match {
+    log.writeFirst(partition.round, partition.slot, logged, fence(partition)) match {
       case None =>
-        val others = loggedFirstElsewhere(partition, logged)
+        val others = loggedFirstElsewhere(partition, 0, logged)
         counts.add(_.deduplicated, others.size)
         round.rows(if (others.isEmpty) kept else slot.hide(partition.round, others))
       case Some(first) => returnLogged(round, first, kept)
     }
   }
+
+  /**
+   * Takes redeliveries of records that earlier rounds handed to Spark out of `polled`, ACCEPTing
+   * them at once, and returns the rest. Every record is checked, not only those with deliveryCount > 1:
+   * a broker restart redelivers records it had handed out with their delivery count back at 1.
+   */
+  protected def dropDelivered(
+      round: SlotRound,
+      polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
+  ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
+    val partition = round.partition
+    val delivered =
+      DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, loggedRecords(round, polled))
+    round.counts.add(_.deduplicated, delivered.size)
+    round.counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTs these
+    if (delivered.isEmpty) polled else round.slot.acceptDelivered(partition.round, delivered)
+  }
+
+  /** Fails a write of the partition's round by an attempt that its query run no longer waits for. */
+  protected def fence(partition: KafkaShareInputPartition): () => Unit =
+    () => RecordsLogPath.fenceLateAttempt(partition.runId, partition.slot, partition.round)
 
   /**
    * The rows of the slot's round as its log file holds them, less what slots that logged the round
@@ -83,7 +97,7 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
       held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] = {
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
-    val others = loggedFirstElsewhere(partition, logged)
+    val others = loggedFirstElsewhere(partition, 0, logged)
     val batch = logged.filterNot(r => others.contains(r.coordinates))
     val (batchSet, heldSet) = (batch.map(_.coordinates).toSet, held.asScala.map(RecordCoordinates.of).toSet)
     if (batchSet == heldSet) round.rows(held)
@@ -91,41 +105,53 @@ private[executor] final class RecordsLogPath(log: RoundRecordsLog) extends Exact
       counts.add(_.deduplicated, heldSet.size - batchSet.size)
       round.rows(slot.hide(partition.round, heldSet -- batchSet))
     } else {
-      logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
-        s"records than the ${held.size} this consumer holds; those are released and the logged ones read back.")
-      counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout).size)
-      val readBack = new KafkaShareReplayReader(
-        partition.round,
-        partition.slot,
-        batch,
-        partition.consumerConfig,
-        partition.includeHeaders,
-        counts
-      )
-      Iterator.continually(readBack.next()).takeWhile(identity).map(_ => readBack.get())
+      readBackInstead(round, batch)
     }
   }
 
   /**
-   * Of `records`, which the slot logged for its round, those that a slot which told the driver it
-   * logged the round before this one names too: the batch takes them from that slot. The driver
-   * orders the slots as they tell it, after their files are written, so each slot reads the files of
+   * The rows of `batch`, the records an evaluation of the slot's round logged, read back by their
+   * coordinates, for an evaluation whose consumer holds other records than the batch: it RELEASEs
+   * what it holds of the round (they were never the batch's), and the consumer that acquired the
+   * batch's records settles them, or they come back and are dropped as delivered.
+   */
+  protected def readBackInstead(round: SlotRound, batch: Seq[LoggedRecord]): Iterator[InternalRow] = {
+    val (partition, slot, counts) = (round.partition, round.slot, round.counts)
+    logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
+      s"records than this consumer holds; those are released and the ${batch.size} logged ones read back.")
+    counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout).size)
+    val readBack = new KafkaShareReplayReader(
+      partition.round,
+      partition.slot,
+      batch,
+      partition.consumerConfig,
+      partition.includeHeaders,
+      counts
+    )
+    Iterator.continually(readBack.next()).takeWhile(identity).map(_ => readBack.get())
+  }
+
+  /**
+   * Of `records`, which the slot logged as `part` of its round, those that a part which told the driver
+   * it logged the round before this one names too: the batch takes them from that part. The driver
+   * orders the parts as they tell it, after their files are written, so each part reads the files of
    * those before it and none reads a file that is not whole. Without the driver's order (another copy
    * of the connector answers) none are found: the batch may then hold such a record twice.
    */
-  private def loggedFirstElsewhere(
+  protected def loggedFirstElsewhere(
       partition: KafkaShareInputPartition,
+      part: Int,
       records: Seq[LoggedRecord]
   ): Set[RecordCoordinates] =
     if (records.isEmpty) Set.empty
-    else QueryRunRegistry.loggedBefore(partition.runId, partition.round, partition.slot).fold(
+    else QueryRunRegistry.loggedBefore(partition.runId, partition.round, partition.slot, part).fold(
       Set.empty[RecordCoordinates]
     ) {
-      slots => DeliveredRecordsIndex.forRun(partition.runId, log).loggedBy(partition.round, slots, records)
+      parts => DeliveredRecordsIndex.forRun(partition.runId, log).loggedBy(partition.round, parts, records)
     }
 
   /** The round's records as the log names them, with the ids of the topics the broker delivered them under. */
-  private def loggedRecords(
+  protected def loggedRecords(
       round: SlotRound,
       records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Seq[LoggedRecord] = {

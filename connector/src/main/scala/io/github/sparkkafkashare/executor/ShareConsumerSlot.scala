@@ -159,6 +159,13 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
     transition(protocol.pollRound(_, round, topics, timeout, limits))
 
+  /** [[SlotProtocol.pollPart]], with the group's configs the last task brought. */
+  def pollPart(round: Long, timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
+    transition(protocol.pollPart(_, round, timeout, limits))
+
+  /** [[SlotProtocol.acceptLogged]]. */
+  def acceptLogged(round: Long, timeout: Duration): Int = transition(protocol.acceptLogged(_, round, timeout))
+
   /**
    * [[SlotProtocol.renewIfDue]], when the group allows renewal. Skipped while a task uses the
    * consumer; the renewer comes back shortly.

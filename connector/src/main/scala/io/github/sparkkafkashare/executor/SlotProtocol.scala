@@ -117,6 +117,58 @@ private[executor] final class SlotProtocol(
     case ended => throw new IllegalStateException(s"slot $slot polled once ended (${ended.getClass.getSimpleName})")
   }
 
+  /**
+   * `after-log`: polls the next part of `round` once the last part's records are ACCEPTed, until
+   * records arrive or `timeout` passes; records the renewer took in ahead meanwhile are the part's,
+   * without a poll. The part's records join the round's held records; those of earlier parts stay
+   * the round's, accepted.
+   */
+  def pollPart(
+      state: SlotState,
+      round: Long,
+      timeout: Duration,
+      limits: GroupLimits
+  ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = {
+    val holding = holdingRound(state, round)
+    if (!holding.held.records.isEmpty) {
+      throw new IllegalStateException(s"slot $slot polled a part of round $round before the last part was accepted")
+    }
+    val (polledState, polled) = holding.ahead match {
+      case Some(ahead) => (Idle(holding.facts), ahead)
+      case None => polls.untilRecords(Idle(holding.facts), timeout)
+    }
+    // A consumer that joined is not turned away; should it be, the round ends with the parts it has.
+    val locked =
+      if (polled.size > 0 && renewDue(polled, limits)) RecordLockRenewal.renew(client, slot, polled, outcomes)
+      else polled
+    val held = holding.held.copy(
+      records = locked.records,
+      lockedSinceNanos = locked.lockedSinceNanos,
+      topicIds = holding.held.topicIds ++ locked.topicIds
+    )
+    (Holding(polledState.facts, held), locked.records)
+  }
+
+  /**
+   * `after-log`: ACCEPTs the records of the round's current part, now that the records log holds
+   * them, and sends the acknowledgements. The round keeps them, accepted, for an evaluation of its
+   * batch again. Returns how many the consumer still held to ACCEPT.
+   */
+  def acceptLogged(state: SlotState, round: Long, timeout: Duration): (SlotState, Int) = {
+    val holding = holdingRound(state, round)
+    val held = holding.held
+    val accepted = acknowledgeAll(round, held.records, AcknowledgeType.ACCEPT)
+    val handedOut = (held.records.asScala ++ held.unlocked).filterNot(r => held.hidden.contains(RecordCoordinates.of(r)))
+    val next = holding.copy(held = held.copy(
+      records = new java.util.ArrayList(),
+      hidden = Set.empty,
+      unlocked = Nil,
+      accepted = held.accepted ++ handedOut
+    ))
+    if (!held.records.isEmpty) failingAs(next)(commit(timeout))
+    (next, accepted)
+  }
+
   /** Subscribes to `topics` if they changed, first releasing what was taken in ahead of the old ones. */
   private def resubscribe(state: Idle, topics: Set[String]): Idle =
     if (topics == state.facts.subscribed) state
@@ -275,14 +327,18 @@ private[executor] final class SlotProtocol(
       throw new IllegalStateException(s"slot $slot: round $round is not held (${other.getClass.getSimpleName})")
   }
 
-  /** Acknowledges each of `records` that the client still holds; warns once if it holds some no more. */
+  /**
+   * Acknowledges each of `records` that the client still holds; warns once if it holds some no more.
+   * Returns how many it acknowledged.
+   */
   private def acknowledgeAll(
       round: Long,
       records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
       ackType: AcknowledgeType
-  ): Unit = {
+  ): Int = {
     val notHeld = records.asScala.count(r => !client.acknowledge(r, ackType))
     if (notHeld > 0) lostHold(round, notHeld, records.size)
+    records.size - notHeld
   }
 
   /**

@@ -22,6 +22,7 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     parallelism: Option[Int],
     acknowledgmentMode: AcknowledgmentMode,
     exactlyOnceStrategy: ExactlyOnceStrategy,
+    acceptPoint: AcceptPoint,
     lockTimeoutMs: Option[Long],
     partitionMaxRecordLocks: Option[Int],
     assignmentIntervalMs: Option[Int],
@@ -40,6 +41,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val Parallelism = "kafka.share.parallelism"
   val AcknowledgmentModeOption = "kafka.share.acknowledgment.mode"
   val ExactlyOnceStrategyOption = "kafka.share.exactly.once.strategy"
+  val AcknowledgeOption = "kafka.share.acknowledge"
   val LockTimeoutMs = "kafka.share.lock.timeout.ms"
   val PartitionMaxRecordLocks = "kafka.share.partition.max.record.locks"
   val AssignmentIntervalMs = "kafka.share.assignment.interval.ms"
@@ -84,6 +86,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       Parallelism,
       AcknowledgmentModeOption,
       ExactlyOnceStrategyOption,
+      AcknowledgeOption,
       LockTimeoutMs,
       PartitionMaxRecordLocks,
       AssignmentIntervalMs
@@ -189,6 +192,9 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption, ExactlyOnceStrategy.all)(_.name).getOrElse(
         ExactlyOnceStrategy.None
       )
+    val acceptPoint = oneOf(get(AcknowledgeOption), AcknowledgeOption, AcceptPoint.all)(_.name)
+      .getOrElse(AcceptPoint.AfterCommit)
+    acceptPoint.refuseWith(strategy, acknowledgmentMode)
 
     KafkaShareSourceOptions(
       connection = connection,
@@ -196,6 +202,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       parallelism = positiveInt(get(Parallelism), Parallelism),
       acknowledgmentMode = acknowledgmentMode,
       exactlyOnceStrategy = strategy,
+      acceptPoint = acceptPoint,
       lockTimeoutMs = positiveLong(get(LockTimeoutMs), LockTimeoutMs),
       partitionMaxRecordLocks = positiveInt(get(PartitionMaxRecordLocks), PartitionMaxRecordLocks),
       assignmentIntervalMs = nonNegativeInt(get(AssignmentIntervalMs), AssignmentIntervalMs),

@@ -8,11 +8,11 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare
   .acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare
-  .executor.{KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
+import io.github.sparkkafkashare.executor
+  .{AfterLogBudget, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, RedeliveryWarnings}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
-import io.github.sparkkafkashare.options.{AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
+import io.github.sparkkafkashare.options.{AcceptPoint, AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import io.github.sparkkafkashare.runs.RunState
 import org.apache.hadoop.fs.Path
@@ -97,6 +97,14 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       new Path(checkpointLocation, "kafka-share-rounds").toString,
       new SerializableConfiguration(session.sessionState.newHadoopConf())
     ))
+  }
+  /** `after-log`: how far each slot's round polls on; a slot's share of `maxRecordsPerTrigger`, if set. */
+  private val afterLog = Some(options.acceptPoint).filter(_ == AcceptPoint.AfterLog).map { _ =>
+    AfterLogBudget(
+      options.maxRecordsPerTrigger.map(max => (max + parallelism - 1) / parallelism).getOrElse(AfterLogRoundRecords),
+      options.pollTimeoutMs,
+      java.time.Duration.ofMillis(FlowingPollTimeoutMs)
+    )
   }
   private var dedupState: Option[Long] = None
   private var dedupPruned: Option[Long] = None
@@ -194,7 +202,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
         options.includeHeaders,
         pollTimeoutMs,
         group.groupLimits,
-        location
+        location,
+        afterLog
       )
       partition.currentLocation =
         () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
@@ -216,7 +225,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    * batch's run from its partitions.
    */
   private def replayPartitions(round: Long): Array[InputPartition] = {
-    val logged = recordsLog.map(_.readBatch(round)).getOrElse(Map.empty)
+    // After-log: a task of the run that first ran the round may still be polling, with records it ACCEPTs.
+    val logged = recordsLog.map(log => if (afterLog.isDefined) log.sealBatch(round) else log.readBatch(round))
+      .getOrElse(Map.empty)
     logInfo(s"Two-phase commit: round $round is re-run with the ${logged.values.map(_.size).sum} records it logged.")
     val slots = if (logged.isEmpty) Map(0 -> Seq.empty[LoggedRecord]) else logged
     slots.toSeq.sortBy(_._1).map { case (slot, records) =>
@@ -232,7 +243,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   }
 
   override def createReaderFactory(): PartitionReaderFactory =
-    KafkaSharePartitionReaderFactory(counters, slotLocations, recordsLog)
+    KafkaSharePartitionReaderFactory(counters, slotLocations, recordsLog, afterLog.isDefined)
 
   override def commit(end: Offset): Unit = {
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)
@@ -312,6 +323,12 @@ private[sparkkafkashare] object KafkaShareMicroBatchStream {
 
   /** The poll timeout of a round that follows a round that acquired records (see planSlots). */
   val FlowingPollTimeoutMs = 50L
+
+  /**
+   * How many records a slot's round takes under `after-log`, unless `maxRecordsPerTrigger` says: a
+   * batch holds them in the executor's memory, and Spark's cost per batch is paid once for them.
+   */
+  val AfterLogRoundRecords = 50000L
   val RecordsLogPruneNanos: Long = TimeUnit.SECONDS.toNanos(10)
 
   /** The streams of the query runs in this driver, by run id: how explicit acknowledgements find theirs. */

@@ -51,8 +51,11 @@ object QueryRunRegistry extends Logging {
     /** Stopped runs, oldest first, with their last state and the marks of its committed round. */
     val stopped = new java.util.LinkedHashMap[String, (RunState, RoundMarks)]()
 
-    /** Per running run, for each round not yet committed: the slots that logged it, in the order they said so. */
-    val logOrder = new ConcurrentHashMap[String, Map[Long, Vector[Int]]]()
+    /**
+     * Per running run, for each round not yet committed: the slots' parts that logged it, as (slot,
+     * part), in the order they said so.
+     */
+    val logOrder = new ConcurrentHashMap[String, Map[Long, Vector[(Int, Int)]]]()
 
     override def receive: PartialFunction[Any, Unit] = {
       case (CountedOutsideTasks, runId: String, counts: Map[String, Long] @unchecked) =>
@@ -69,18 +72,18 @@ object QueryRunRegistry extends Logging {
         context.reply(running.orElse(stopped.synchronized(Option(stopped.get(runId))).map { case (last, marks) =>
           (StoppedReply, last.committedThrough, last.homes, marks.round, marks.marks)
         }))
-      case (Logged, runId: String, round: Long, slot: Int) =>
+      case (Logged, runId: String, round: Long, slot: Int, part: Int) =>
         val running = Option(runs.get(runId)).filter(round > _.committedThrough)
         context.reply(running.map { _ =>
           val order = logOrder.compute(
             runId,
             (_, byRound) => {
-              val rounds = Option(byRound).getOrElse(Map.empty[Long, Vector[Int]])
-              val slots = rounds.getOrElse(round, Vector.empty)
-              if (slots.contains(slot)) rounds else rounds.updated(round, slots :+ slot)
+              val rounds = Option(byRound).getOrElse(Map.empty[Long, Vector[(Int, Int)]])
+              val parts = rounds.getOrElse(round, Vector.empty)
+              if (parts.contains(slot -> part)) rounds else rounds.updated(round, parts :+ (slot -> part))
             }
           )(round)
-          order.takeWhile(_ != slot)
+          order.takeWhile(_ != (slot -> part))
         })
     }
   }
@@ -164,14 +167,15 @@ object QueryRunRegistry extends Logging {
     }
 
   /**
-   * Anywhere: tells the driver that `slot` logged its records of `round` (its file is in the records
-   * log), and returns the slots that said so before it, in order; the same answer each time a slot
-   * asks. Their files name every record they hand to the batch, so a record that this slot's file
-   * names too is theirs. None when the run is not running, has committed the round, or is not this
-   * driver's to order (another copy of the connector answers). Throws if the driver does not answer in time.
+   * Anywhere: tells the driver that `slot` logged `part` of its records of `round` (its file is in the
+   * records log), and returns the parts, as (slot, part), that said so before it, in order; the same
+   * answer each time a part is told. Their files name every record they hand to the batch, so a record
+   * that this part's file names too is theirs. None when the run is not running, has committed the
+   * round, or is not this driver's to order (another copy of the connector answers). Throws if the
+   * driver does not answer in time.
    */
-  def loggedBefore(runId: String, round: Long, slot: Int): Option[Seq[Int]] =
-    try driver().askSync[Option[Seq[Int]]]((Logged, runId, round, slot), AskTimeout)
+  def loggedBefore(runId: String, round: Long, slot: Int, part: Int): Option[Seq[(Int, Int)]] =
+    try driver().askSync[Option[Seq[(Int, Int)]]]((Logged, runId, round, slot, part), AskTimeout)
     catch {
       case e: TimeoutException => throw e // Spark's RpcTimeoutException, private to its package in 3.5
       case NonFatal(e) =>
