@@ -38,7 +38,7 @@ from conftest import (
 )
 from expectations import assert_every_record_once, lost_and_duplicated
 
-STRATEGIES = ["none", "checkpoint-dedup", "two-phase-commit"]
+STRATEGIES = ["none", "checkpoint-dedup", "two-phase-commit", "after-log"]
 DRIVER_KILL_STAGES = ["tasks-running", "sink-written", "committed"]
 FULL_MATRIX_ONLY = pytest.mark.full_matrix_only
 
@@ -55,9 +55,17 @@ def cases(names: str, in_ci: Collection[tuple[str, ...]], *axes: Iterable[str]) 
     )
 
 
+def strategy_flags(strategy: str) -> tuple[str, ...]:
+    """jobs/drain_topic.py's flags for a strategy of the matrix: `after-log` is `two-phase-commit`
+    with kafka.share.acknowledge=after-log, which ACCEPTs records once the checkpoint logs them."""
+    if strategy == "after-log":
+        return ("--strategy", "two-phase-commit", "--option", "kafka.share.acknowledge=after-log")
+    return ("--strategy", strategy)
+
+
 def duplicates_allowed(strategy: str, stage: str) -> bool:
     """Where a strategy's guarantee permits duplicates (docs/delivery-guarantees.md says why)."""
-    if strategy == "two-phase-commit":
+    if strategy in ("two-phase-commit", "after-log"):
         return False
     # checkpoint-dedup drops redeliveries of records in batches Spark committed; a batch the sink
     # wrote but Spark never committed is re-run empty, and its records come back to a later batch.
@@ -106,6 +114,7 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
         ("two-phase-commit", "tasks-running"),
         ("two-phase-commit", "committed"),
         ("checkpoint-dedup", "committed"),
+        ("after-log", "sink-written"),
     },
     STRATEGIES,
     DRIVER_KILL_STAGES,
@@ -115,7 +124,7 @@ def test_driver_killed_then_restarted_from_the_checkpoint(
 ) -> None:
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    common = ("--strategy", strategy, "--sink", "skip", *KILLED_DRIVER_LOCKS)
+    common = (*strategy_flags(strategy), "--sink", "skip", *KILLED_DRIVER_LOCKS)
 
     assert run_drain_job(topic, group, tmp_path, *common, "--kill-at", stage) != 0, (
         "the driver was not killed"
@@ -126,13 +135,19 @@ def test_driver_killed_then_restarted_from_the_checkpoint(
     dup_ok = duplicates_allowed(strategy, stage)
     assert_and_record(kafka, topic, group, strategy, f"driver SIGKILL: {stage}", expected, got, dup_ok=dup_ok)
     if not dup_ok and stage != "tasks-running":
-        # The killed batch reached the sink and its records were never acknowledged: the restart is
-        # handed every one of them again, drops each (the source metrics say so) and ACCEPTs it (with
-        # its next poll, or as the query stops: `backlogRecords` may still count them at the end).
         killed = json.loads((tmp_path / "out" / "killed.json").read_text())
         metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-        assert int(metrics["recordsDeduplicated"]) == len(killed), metrics
-        assert metrics["recordsAccepted"] == metrics["recordsAcquired"], metrics
+        if strategy == "after-log":
+            # The killed batch's records were ACCEPTed once logged: the group never hands them out
+            # again (the sink skips the re-run batch's id without reading its logged records).
+            assert killed, "the first run was killed before its sink saw any record"
+            assert int(metrics["recordsDeduplicated"]) == 0, metrics
+        else:
+            # The killed batch reached the sink and its records were never acknowledged: the restart
+            # is handed every one of them again, drops each (the source metrics say so) and ACCEPTs it
+            # (with its next poll, or as the query stops: `backlogRecords` may still count them at the end).
+            assert int(metrics["recordsDeduplicated"]) == len(killed), metrics
+            assert metrics["recordsAccepted"] == metrics["recordsAcquired"], metrics
 
 
 @FULL_MATRIX_ONLY
@@ -191,7 +206,11 @@ TASK_FAULTS = {
 # once their locks lapse); what the strategies add, the records log, a task failure exercises too.
 @cases(
     "strategy,fault",
-    {("checkpoint-dedup", "task-failure"), ("two-phase-commit", "executor-kill")},
+    {
+        ("checkpoint-dedup", "task-failure"),
+        ("two-phase-commit", "executor-kill"),
+        ("after-log", "executor-kill"),
+    },
     STRATEGIES,
     TASK_FAULTS,
 )
@@ -201,7 +220,7 @@ def test_a_task_or_an_executor_fails_mid_batch(
     name, master, parallelism = TASK_FAULTS[fault]
     expected = values(2_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = ("--strategy", strategy, "--sink", "skip", "--parallelism", parallelism)
+    job = (*strategy_flags(strategy), "--sink", "skip", "--parallelism", parallelism)
     assert run_drain_job(topic, group, tmp_path, *job, "--master", master, "--fault", fault) == 0
     assert (tmp_path / "out" / f"{fault}-injected").exists(), f"no {fault} happened"
     # Drains what came back after the run ended.
@@ -231,7 +250,7 @@ def test_a_batch_outlives_the_acquisition_lock(
     topic = kafka.topic_with(expected, partitions=2, key=str)
     if renewal == "refused":
         kafka.refuse_lock_renewal(group)
-    job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
+    job = (*strategy_flags(strategy), "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
     slow = ("--slow-batch-s", str(3 * LOCK_MS / 1000))
     assert drain_in_session(kafka.spark, topic, group, tmp_path, *job, *slow) == 0
     assert (tmp_path / "out" / "slow-batch").exists(), "no batch with records was slowed"
@@ -259,7 +278,7 @@ def test_a_batch_is_read_again_after_its_locks_expired_unrenewed(
     redelivery as already delivered."""
     expected = values(2_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = ("--strategy", strategy, "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
+    job = (*strategy_flags(strategy), "--sink", "skip", "--lock-timeout-ms", str(LOCK_MS))
     assert run_drain_job(topic, group, tmp_path, *job, "--pause-jvm-s", str(3 * LOCK_MS / 1000)) == 0
     assert (tmp_path / "out" / "jvm-paused").exists(), "no batch with records was read twice"
     # Drains what came back after the run ended.
@@ -290,7 +309,7 @@ def test_the_broker_restarts_mid_stream(
     forgets their acquisition, so the acknowledgements after the commit find them handed out again)."""
     expected = values(20_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = ("--strategy", strategy, "--sink", "skip", "--max-records-per-trigger", "500")
+    job = (*strategy_flags(strategy), "--sink", "skip", "--max-records-per-trigger", "500")
     job += ("--option", "kafka.default.api.timeout.ms=3000", "--option", "fetchOffset.numRetries=100")
     if moment == "inside-a-round":
         job += ("--slow-batch-s", "12")
@@ -327,7 +346,7 @@ def test_two_queries_share_a_group_and_one_is_killed(
     topic = kafka.topic_with(expected, partitions=2, key=str)
     upsert = strategy == "idempotent"
     sink = ("--sink", "upsert", "--sink-db", str(tmp_path / "sink.db")) if upsert else ("--sink", "skip")
-    job = ("--strategy", strategy, *sink, "--max-records-per-trigger", "500")
+    job = (*strategy_flags(strategy), *sink, "--max-records-per-trigger", "500")
     # Query a takes its first batch and dies once query b has run a batch: both are in the group then,
     # however slowly either starts (started together, the first up could drain the topic alone).
     b_ran = tmp_path / "b" / "out" / ("deliveries.json" if upsert else "batch-0.json")

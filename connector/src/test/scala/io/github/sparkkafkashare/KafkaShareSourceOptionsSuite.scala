@@ -67,7 +67,10 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
     assert(o.connection.kafkaParams == Map("security.protocol" -> "SASL_SSL", "default.api.timeout.ms" -> "5000"))
     assert(o.connection.apiTimeoutMs == 5000 && o.fetchOffsetNumRetries == 0)
     val afterLog =
-      parse(required ++ Map("kafka.share.exactly.once.strategy" -> "two-phase-commit", "KAFKA.SHARE.ACKNOWLEDGE" -> "After-Log"))
+      parse(required ++ Map(
+        "kafka.share.exactly.once.strategy" -> "two-phase-commit",
+        "KAFKA.SHARE.ACKNOWLEDGE" -> "After-Log"
+      ))
     assert(afterLog.acceptPoint == AcceptPoint.AfterLog && afterLog.connection.kafkaParams.isEmpty)
   }
 
@@ -172,7 +175,10 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         "set kafka.share.exactly.once.strategy to 'two-phase-commit'"
       ),
       (
-        required ++ Map("kafka.share.acknowledge" -> "after-log", "kafka.share.exactly.once.strategy" -> "checkpoint-dedup"),
+        required ++ Map(
+          "kafka.share.acknowledge" -> "after-log",
+          "kafka.share.exactly.once.strategy" -> "checkpoint-dedup"
+        ),
         "KAFKA_SHARE_CONFLICTING_OPTIONS",
         "only a strategy that re-runs a batch from the records it logged"
       ),

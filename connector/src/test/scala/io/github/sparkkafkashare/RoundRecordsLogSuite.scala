@@ -151,9 +151,15 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     write(log)(4, 1, Seq(record(0, 2), record(0, 1, deliveryCount = 2)))
     write(log)(4, 2, Seq(record(0, 2, deliveryCount = 3), record(0, 3)))
     val candidates = Seq(1L, 2L, 3L).map(o => record(0, o))
-    assert(index.loggedBy(4, Seq(2 -> 0), candidates) == Set(RecordCoordinates("t", 0, 2), RecordCoordinates("t", 0, 3)))
+    assert(index.loggedBy(4, Seq(2 -> 0), candidates) == Set(
+      RecordCoordinates("t", 0, 2),
+      RecordCoordinates("t", 0, 3)
+    ))
     assert(
-      index.loggedBy(4, Seq(0 -> 0, 1 -> 0), candidates) == Set(RecordCoordinates("t", 0, 1), RecordCoordinates("t", 0, 2))
+      index.loggedBy(4, Seq(0 -> 0, 1 -> 0), candidates) == Set(
+        RecordCoordinates("t", 0, 1),
+        RecordCoordinates("t", 0, 2)
+      )
     )
     assert(index.loggedBy(4, Nil, candidates).isEmpty && index.loggedBy(4, Seq(5 -> 0, 0 -> 1), candidates).isEmpty)
     // Read back in a later run, a record two slots logged belongs to the lower slot.
@@ -166,7 +172,10 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(writePart(0, 0, Seq(record(0, 1), record(0, 2))).isEmpty && writePart(0, 1, Seq(record(0, 3))).isEmpty)
     assert(writePart(1, 0, Seq(record(0, 3, deliveryCount = 2), record(0, 4))).isEmpty)
     assert(log.read(8, 0).contains(Seq(record(0, 1), record(0, 2), record(0, 3))))
-    assert(log.read(8) == Map(0 -> Seq(record(0, 1), record(0, 2), record(0, 3)), 1 -> Seq(record(0, 3, 2), record(0, 4))))
+    assert(log.read(8) == Map(
+      0 -> Seq(record(0, 1), record(0, 2), record(0, 3)),
+      1 -> Seq(record(0, 3, 2), record(0, 4))
+    ))
     assert(log.rounds()(8).slots.map { case (slot, parts) => slot -> parts.map(_.getPath.getName) } ==
       Map(0 -> Seq("0.json", "0.1.json"), 1 -> Seq("1.json")))
 

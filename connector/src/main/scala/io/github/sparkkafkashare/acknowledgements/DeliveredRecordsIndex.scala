@@ -19,7 +19,10 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   /** Those of `candidates` that the given `parts`, as (slot, part), logged for `round`. */
   def loggedBy(round: Long, parts: Seq[(Int, Int)], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
     if (candidates.isEmpty || parts.isEmpty) Set.empty
-    else loggedIn(Seq(byCoordinates(parts.flatMap { case (slot, part) => log.readPart(round, slot, part) }.flatten)), candidates)
+    else loggedIn(
+      Seq(byCoordinates(parts.flatMap { case (slot, part) => log.readPart(round, slot, part) }.flatten)),
+      candidates
+    )
 
   private def handedToSparkBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
     val logged = files.filter(_._1 < round)

@@ -127,7 +127,9 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
     }
 
   /** The records of each slot that wrote a file for `round`. */
-  def read(round: Long): Map[Int, Seq[LoggedRecord]] = readParts(round).map { case (slot, parts) => slot -> parts.flatten }
+  def read(round: Long): Map[Int, Seq[LoggedRecord]] = readParts(round).map { case (slot, parts) =>
+    slot -> parts.flatten
+  }
 
   /** The records of each slot that wrote a file for `round`, each part in order. */
   def readParts(round: Long): Map[Int, Seq[Seq[LoggedRecord]]] =
@@ -162,7 +164,9 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   /** The records the slot logged for `round`, all its parts', if it wrote a file. */
   def read(round: Long, slot: Int): Option[Seq[LoggedRecord]] =
-    readPart(round, slot, 0).map(_ ++ Iterator.from(1).map(readPart(round, slot, _)).takeWhile(_.isDefined).flatten.flatten)
+    readPart(round, slot, 0).map(
+      _ ++ Iterator.from(1).map(readPart(round, slot, _)).takeWhile(_.isDefined).flatten.flatten
+    )
 
   /** The records of one part of the slot's round, if it was written. */
   def readPart(round: Long, slot: Int, part: Int): Option[Seq[LoggedRecord]] =

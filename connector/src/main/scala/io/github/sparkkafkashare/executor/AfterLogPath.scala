@@ -42,7 +42,9 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
       else {
         val kept = dropDelivered(round, polled)
         val logged = loggedRecords(round, kept)
-        if (logged.nonEmpty && log.writeFirst(partition.round, partition.slot, logged, fence(partition), part).nonEmpty) {
+        if (
+          logged.nonEmpty && log.writeFirst(partition.round, partition.slot, logged, fence(partition), part).nonEmpty
+        ) {
           false
         } else {
           if (logged.nonEmpty) {

@@ -158,13 +158,16 @@ private[executor] final class SlotProtocol(
     val holding = holdingRound(state, round)
     val held = holding.held
     val accepted = acknowledgeAll(round, held.records, AcknowledgeType.ACCEPT)
-    val handedOut = (held.records.asScala ++ held.unlocked).filterNot(r => held.hidden.contains(RecordCoordinates.of(r)))
-    val next = holding.copy(held = held.copy(
-      records = new java.util.ArrayList(),
-      hidden = Set.empty,
-      unlocked = Nil,
-      accepted = held.accepted ++ handedOut
-    ))
+    val handedOut =
+      (held.records.asScala ++ held.unlocked).filterNot(r => held.hidden.contains(RecordCoordinates.of(r)))
+    val next = holding.copy(held =
+      held.copy(
+        records = new java.util.ArrayList(),
+        hidden = Set.empty,
+        unlocked = Nil,
+        accepted = held.accepted ++ handedOut
+      )
+    )
     if (!held.records.isEmpty) failingAs(next)(commit(timeout))
     (next, accepted)
   }

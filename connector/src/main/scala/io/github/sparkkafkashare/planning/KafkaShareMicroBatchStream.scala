@@ -8,8 +8,7 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare
   .acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.executor
-  .{AfterLogBudget, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
+import io.github.sparkkafkashare.executor.{AfterLogBudget, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, RedeliveryWarnings}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare.options.{AcceptPoint, AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
@@ -98,6 +97,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
       new SerializableConfiguration(session.sessionState.newHadoopConf())
     ))
   }
+
   /** `after-log`: how far each slot's round polls on; a slot's share of `maxRecordsPerTrigger`, if set. */
   private val afterLog = Some(options.acceptPoint).filter(_ == AcceptPoint.AfterLog).map { _ =>
     AfterLogBudget(

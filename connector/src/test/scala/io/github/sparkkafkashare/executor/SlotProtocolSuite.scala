@@ -117,6 +117,41 @@ class SlotProtocolSuite extends AnyFunSuite {
     intercept[IllegalStateException](s.hide(4, Set.empty)) // not held any more
   }
 
+  test(
+    "after-log, Holding to Holding: a part is ACCEPTed and sent once logged, and the round keeps handing it out"
+  ) {
+    val (s, c) = slot()(_.willPoll(Records(record(1), record(2), record(3))))
+    s.pollRound(9, Set("t"), second)
+    assert(offsets(s.hide(9, Set(RecordCoordinates("t", 0, 2)))) == Seq(1, 3))
+    intercept[IllegalStateException](s.pollPart(9, second)) // the part is neither logged nor accepted yet
+    assert(s.acceptLogged(9, second) == 3, "a hidden record is logged by an earlier part: ACCEPTed too")
+    assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1, 2, 3), "sent at once, not with the next poll")
+    assert(s.heldCount(9) == 0 && s.heldFor(9).map(offsets).contains(Seq(1, 3)))
+
+    c.willPoll(Records(record(4)), Records())
+    assert(offsets(s.pollPart(9, second)) == Seq(4))
+    assert(s.heldCount(9) == 1 && s.heldFor(9).map(offsets).contains(Seq(1, 3, 4)))
+    s.acceptLogged(9, second)
+    assert(s.pollPart(9, Duration.ofMillis(20)).isEmpty)
+    assert(s.heldFor(9).map(offsets).contains(Seq(1, 3, 4)), "an evaluation again returns every part")
+    assert(
+      s.settle(committedThrough = 9, AcknowledgementMarks.None) == Settlement(0, 0, 0) && !s.holds(9),
+      "nothing left to settle"
+    )
+    assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1, 2, 3, 4) && appliedOf(c, AcknowledgeType.RELEASE).isEmpty)
+    intercept[IllegalStateException](s.pollPart(9, second)) // the round is over
+  }
+
+  test("after-log: a part another attempt logged first is RELEASEd; the parts accepted before stay accepted") {
+    val (s, c) = slot()(_.willPoll(Records(record(1)), Records(record(2))))
+    s.pollRound(10, Set("t"), second)
+    s.acceptLogged(10, second)
+    assert(offsets(s.pollPart(10, second)) == Seq(2))
+    assert(offsets(s.releaseRound(10, second)) == Seq(2))
+    assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1) && appliedOf(c, AcknowledgeType.RELEASE) == Seq(2))
+    assert(!s.holds(10), "an evaluation again reads the round back from the log")
+  }
+
   test("Holding to Idle: a round the batch does not read is released and sent") {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2))))
     s.pollRound(5, Set("t"), second)
