@@ -13,10 +13,10 @@ from typing import Any
 from .timings import BATCH_PARTS
 from .variants import (
     ASYNC_PROGRESS,
+    B_VARIANTS,
     DEFAULT_SPARK,
     FILE_SYSTEM_CHECKPOINTS,
     KAFKA_DEFAULT_LOCK_LIMIT,
-    LOCK_LIMITS,
     WORK_VARIANTS,
     work_variant,
 )
@@ -50,7 +50,8 @@ def lock_limit_ceiling(
     """The most a b) drain can read a second: a batch holds at most the group's lock limit per
     partition, and costs at least what Spark's floor batch costs under the same Spark setting (the
     floor's 8,000 rows cost Spark about what fewer do: its offset and commit logs are most of it).
-    Returns (records/s, lock limit, floor batch p50 ms), or None without that floor in `results`."""
+    Returns (records/s, lock limit, floor batch p50 ms), or None without that floor in `results`, or
+    for a drain under after-log, whose batches the lock limit does not bound."""
     name, _, setting = drain["variant"].partition(", ")
     floor = next(
         (
@@ -63,7 +64,9 @@ def lock_limit_ceiling(
     )
     if floor is None or not floor["batch_ms_p50"]:
         return None
-    group_configs = LOCK_LIMITS["" if name == "default" else f" {name}"]
+    group_configs = B_VARIANTS["" if name == "default" else f" {name}"]
+    if "kafka.share.acknowledge" in group_configs:
+        return None
     limit = int(group_configs.get("kafka.share.partition.max.record.locks", KAFKA_DEFAULT_LOCK_LIMIT))
     return limit * drain["partitions"] / (floor["batch_ms_p50"] / 1000), limit, floor["batch_ms_p50"]
 

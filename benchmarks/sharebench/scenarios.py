@@ -20,11 +20,11 @@ from .spark_queries import checkpoint_manager, idle_cpu, kafka_share, spark_batc
 from .variants import (
     ABORTABLE_MANAGER,
     ASYNC_PROGRESS,
+    B_VARIANTS,
     FILE_SYSTEM_CHECKPOINTS,
     FILE_SYSTEM_MANAGER,
     FIRST_BATCH_VARIANTS,
     KAFKA_DEFAULT_LOCK_LIMIT,
-    LOCK_LIMITS,
     S3_VARIANTS,
     STRATEGIES,
     WORK_VARIANTS,
@@ -43,9 +43,9 @@ def lock_limit_drain(
     setting: str = "",
     async_progress: bool = False,
 ) -> dict[str, Any]:
-    """A b) drain at one of LOCK_LIMITS, under whatever other `setting` the caller has made."""
+    """A b) drain of one of B_VARIANTS, under whatever other `setting` the caller has made."""
     scenario = f"b) kafka-share{variant} P={consumers}{setting}"
-    limit = LOCK_LIMITS[variant]
+    limit = B_VARIANTS[variant]
     share = kafka_share(
         spark, kafka, scenario, topic, consumers, records, 0, limit, async_progress=async_progress
     )
@@ -62,7 +62,7 @@ def raw_against_kafka_share(
         results.append(source | {"partitions": partitions})
         for consumers in (1, 2, 4):
             results.append(raw_share_consumers(kafka, topic, consumers, records) | {"partitions": partitions})
-            for variant in LOCK_LIMITS:
+            for variant in B_VARIANTS:
                 results.append(lock_limit_drain(spark, kafka, topic, records, partitions, consumers, variant))
         show([r for r in results if r.get("partitions") == partitions])
     return results

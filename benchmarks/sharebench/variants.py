@@ -13,6 +13,11 @@ LOCK_LIMITS: dict[str, dict[str, str]] = {
     " locks 4000": {"kafka.share.partition.max.record.locks": "4000"},
     " locks 10000": {"kafka.share.partition.max.record.locks": "10000"},
 }
+# b) and d) under kafka.share.acknowledge=after-log: records ACCEPTed once the checkpoint logs them, so
+# the lock limit bounds a poll, not a batch.
+AFTER_LOG = {"kafka.share.exactly.once.strategy": "two-phase-commit", "kafka.share.acknowledge": "after-log"}
+# b) the drains of each parallelism: at each lock limit, and under after-log at the default one.
+B_VARIANTS: dict[str, dict[str, str]] = {**LOCK_LIMITS, " after-log": AFTER_LOG}
 # d) with more consumers than partitions: smaller polls, each consumer assigned the partition as it joins.
 TUNED_FOR_WORK = {
     "kafka.share.acquire.mode": "record_limit",
@@ -29,6 +34,7 @@ WORK_VARIANTS: tuple[tuple[str, dict[str, str], str], ...] = (
     ("default", {}, DEFAULT_SPARK),
     ("default locks 4000", LOCK_LIMITS[" locks 4000"], DEFAULT_SPARK),
     ("tuned", TUNED_FOR_WORK, DEFAULT_SPARK),
+    ("after-log", AFTER_LOG, DEFAULT_SPARK),
     ("default", {}, ASYNC_PROGRESS),
     ("tuned", TUNED_FOR_WORK, ASYNC_PROGRESS),
     ("default", {}, FILE_SYSTEM_CHECKPOINTS),

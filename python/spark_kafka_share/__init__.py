@@ -19,7 +19,7 @@ from .errors import (
     KafkaShareError,
     from_jvm_error,
 )
-from .options import AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareOptions
+from .options import AcceptPoint, AcknowledgmentMode, ExactlyOnceStrategy, KafkaShareOptions
 from .session import configure_spark_with_kafka_share, jar_path
 from .source import read_share_stream
 from .state import (
@@ -34,6 +34,7 @@ from .state import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AcceptPoint",
     "AcknowledgeType",
     "AcknowledgmentMode",
     "ExactlyOnceStrategy",

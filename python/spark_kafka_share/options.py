@@ -19,6 +19,7 @@ GROUP_ID = "kafka.share.group.id"
 PARALLELISM = "kafka.share.parallelism"
 ACKNOWLEDGMENT_MODE = "kafka.share.acknowledgment.mode"
 EXACTLY_ONCE_STRATEGY = "kafka.share.exactly.once.strategy"
+ACKNOWLEDGE = "kafka.share.acknowledge"
 LOCK_TIMEOUT_MS = "kafka.share.lock.timeout.ms"
 PARTITION_MAX_RECORD_LOCKS = "kafka.share.partition.max.record.locks"
 ASSIGNMENT_INTERVAL_MS = "kafka.share.assignment.interval.ms"
@@ -55,6 +56,17 @@ class ExactlyOnceStrategy(str, Enum):
     spark.speculation)."""
 
 
+class AcceptPoint(str, Enum):
+    """When a batch's records are ACCEPTed to the share group."""
+
+    AFTER_COMMIT = "after-commit"
+    """Once Spark commits the batch: a batch holds at most the group's lock limit per partition."""
+    AFTER_LOG = "after-log"
+    """Once the task has logged them in the checkpoint (only with ``two-phase-commit`` and implicit
+    mode): a batch holds several polls per consumer, and after a crash an uncommitted batch's records
+    come back from this query's checkpoint, not from the group."""
+
+
 # Options of the source itself that start with "kafka."; as kafka_options keys they are mistakes.
 _SOURCE_OPTION_FIELDS = {
     BOOTSTRAP_SERVERS: "bootstrap_servers",
@@ -62,6 +74,7 @@ _SOURCE_OPTION_FIELDS = {
     PARALLELISM: "parallelism",
     ACKNOWLEDGMENT_MODE: "acknowledgment_mode",
     EXACTLY_ONCE_STRATEGY: "exactly_once_strategy",
+    ACKNOWLEDGE: "acknowledge",
     LOCK_TIMEOUT_MS: "lock_timeout_ms",
     PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",
     ASSIGNMENT_INTERVAL_MS: "assignment_interval_ms",
@@ -96,6 +109,8 @@ class KafkaShareOptions:
             committed batch is accepted) or ``explicit`` (see :func:`~spark_kafka_share.acknowledge`).
         exactly_once_strategy: what the source does about records that reach the sink twice; see
             :class:`ExactlyOnceStrategy`.
+        acknowledge: when a batch's records are ACCEPTed; see :class:`AcceptPoint` (default
+            ``after-commit``).
         lock_timeout_ms: how long a consumer may hold the records it fetched before Kafka hands them
             out again (the group config ``share.record.lock.duration.ms``).
         partition_max_record_locks: how many records of one partition the group may hold
@@ -125,6 +140,7 @@ class KafkaShareOptions:
     parallelism: int | None = None
     acknowledgment_mode: AcknowledgmentMode | str = AcknowledgmentMode.IMPLICIT
     exactly_once_strategy: ExactlyOnceStrategy | str = ExactlyOnceStrategy.NONE
+    acknowledge: AcceptPoint | str | None = None
     lock_timeout_ms: int | None = None
     partition_max_record_locks: int | None = None
     assignment_interval_ms: int | None = None
@@ -161,6 +177,7 @@ class KafkaShareOptions:
             PARALLELISM: self.parallelism,
             ACKNOWLEDGMENT_MODE: _enum_value(self.acknowledgment_mode),
             EXACTLY_ONCE_STRATEGY: _enum_value(self.exactly_once_strategy),
+            ACKNOWLEDGE: None if self.acknowledge is None else _enum_value(self.acknowledge),
             LOCK_TIMEOUT_MS: self.lock_timeout_ms,
             PARTITION_MAX_RECORD_LOCKS: self.partition_max_record_locks,
             ASSIGNMENT_INTERVAL_MS: self.assignment_interval_ms,

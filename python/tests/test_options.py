@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from spark_kafka_share import AcknowledgmentMode, KafkaShareConfigurationError, KafkaShareOptions
+from spark_kafka_share import AcceptPoint, AcknowledgmentMode, KafkaShareConfigurationError, KafkaShareOptions
 
 VALID: dict[str, Any] = {"bootstrap_servers": "localhost:9092", "group_id": "g", "subscribe": "orders"}
 
@@ -58,6 +58,7 @@ def test_to_options_maps_every_field_to_the_source_option() -> None:
         parallelism=4,
         acknowledgment_mode=AcknowledgmentMode.IMPLICIT,
         exactly_once_strategy="idempotent",
+        acknowledge=AcceptPoint.AFTER_LOG,
         lock_timeout_ms=15_000,
         partition_max_record_locks=4000,
         assignment_interval_ms=0,
@@ -77,6 +78,7 @@ def test_to_options_maps_every_field_to_the_source_option() -> None:
         "kafka.share.parallelism": "4",
         "kafka.share.acknowledgment.mode": "implicit",
         "kafka.share.exactly.once.strategy": "idempotent",
+        "kafka.share.acknowledge": "after-log",
         "kafka.share.lock.timeout.ms": "15000",
         "kafka.share.partition.max.record.locks": "4000",
         "kafka.share.assignment.interval.ms": "0",
