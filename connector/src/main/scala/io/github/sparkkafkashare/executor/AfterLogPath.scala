@@ -29,38 +29,72 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
       round: SlotRound,
       records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] = {
-    val (partition, slot) = (round.partition, round.slot)
-    val budget = partition.afterLog.getOrElse(throw new IllegalStateException(
-      s"slot ${partition.slot}, round ${partition.round}: planned without an after-log budget"
+    val budget = round.partition.afterLog.getOrElse(throw new IllegalStateException(
+      s"slot ${round.partition.slot}, round ${round.partition.round}: planned without an after-log budget"
     ))
-    val pollingEnds = System.nanoTime() + MILLISECONDS.toNanos(budget.pollingMs)
+    new Parts(round, records, budget)
+  }
 
-    /** Logs and ACCEPTs `polled` as `part`, and polls the next part: whether every part this attempt polled is the batch's. */
+  /**
+   * The rows of a slot's round, part by part: the next part is polled once the rows of the last one
+   * are read, so a consumer whose rows take longer polls less, and the records spread over the
+   * consumers as each keeps up. Every part is logged and ACCEPTed before its rows are handed out.
+   */
+  private final class Parts(
+      round: SlotRound,
+      first: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
+      budget: AfterLogBudget
+  ) extends Iterator[InternalRow] {
+    private val (partition, slot) = (round.partition, round.slot)
+    private val pollingEnds = System.nanoTime() + MILLISECONDS.toNanos(budget.pollingMs)
+    private var part = 0
+    private var taken = 0L
+    private var polled: Option[java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]] = Some(first)
+    private var ended = false
+    private var rows: Iterator[InternalRow] = Iterator.empty
+
+    override def hasNext: Boolean = rows.hasNext || { advance(); rows.hasNext }
+
+    override def next(): InternalRow = if (hasNext) rows.next() else throw new NoSuchElementException
+
+    /** Takes the round's next part that has rows to hand out, unless the round ends first. */
     @tailrec
-    def logParts(polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]], part: Int, taken: Long): Boolean =
-      if (polled.isEmpty) endsAt(round, part)
-      else {
-        val kept = dropDelivered(round, polled)
+    private def advance(): Unit = if (!ended) {
+      val records = polled.getOrElse {
+        if (taken >= budget.records || System.nanoTime() >= pollingEnds) AfterLogPath.NoRecords
+        else round.acquired(slot.pollPart(partition.round, budget.partPoll))
+      }
+      polled = None
+      if (records.isEmpty) {
+        ended = true
+        if (!endsAt(round, part)) rows = loggedFrom(part)
+      } else {
+        val kept = dropDelivered(round, records)
         val logged = loggedRecords(round, kept)
-        if (
-          logged.nonEmpty && log.writeFirst(partition.round, partition.slot, logged, fence(partition), part).nonEmpty
-        ) {
-          false
+        if (logged.isEmpty) advance()
+        else if (log.writeFirst(partition.round, partition.slot, logged, fence(partition), part).nonEmpty) {
+          ended = true
+          rows = loggedFrom(part)
         } else {
-          if (logged.nonEmpty) {
-            val others = loggedFirstElsewhere(partition, part, logged)
-            round.counts.add(_.deduplicated, others.size)
-            if (others.nonEmpty) slot.hide(partition.round, others)
-            round.counts.add(_.accepted, slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
-          }
-          val (next, total) = if (logged.isEmpty) (part, taken) else (part + 1, taken + logged.size)
-          if (total >= budget.records || System.nanoTime() >= pollingEnds) endsAt(round, next)
-          else logParts(round.acquired(slot.pollPart(partition.round, budget.partPoll)), next, total)
+          val others = loggedFirstElsewhere(partition, part, logged)
+          round.counts.add(_.deduplicated, others.size)
+          if (others.nonEmpty) slot.hide(partition.round, others)
+          round.counts.add(_.accepted, slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
+          part += 1
+          taken += logged.size
+          rows = round.rows(kept.asScala.filterNot(r => others.contains(RecordCoordinates.of(r))).asJava)
+          if (!rows.hasNext) advance()
         }
       }
+    }
 
-    if (logParts(records, 0, 0)) round.rows(slot.heldFor(partition.round).getOrElse(java.util.List.of()))
-    else readBackInstead(round, batch(partition, log.seal(partition.round, partition.slot, fence(partition))))
+    /**
+     * Another attempt logged the round's part `from` first: the rows of its parts from there on, read
+     * back by their coordinates, once the round is sealed. What this attempt polled for the part was
+     * never ACCEPTed, and is RELEASEd; its earlier parts' rows are handed out already.
+     */
+    private def loggedFrom(from: Int): Iterator[InternalRow] =
+      readBackInstead(round, batch(partition, log.seal(partition.round, partition.slot, fence(partition)), from))
   }
 
   override def heldAgain(
@@ -81,10 +115,14 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
   private def endsAt(round: SlotRound, part: Int): Boolean =
     log.writeFirst(round.partition.round, round.partition.slot, Nil, fence(round.partition), part).forall(_.isEmpty)
 
-  /** The records the slot's `parts` hand to the batch. */
-  private def batch(partition: KafkaShareInputPartition, parts: Seq[Seq[LoggedRecord]]): Seq[LoggedRecord] =
-    parts.zipWithIndex.flatMap { case (records, part) =>
+  /** The records the slot's `parts`, from part `from` on, hand to the batch. */
+  private def batch(partition: KafkaShareInputPartition, parts: Seq[Seq[LoggedRecord]], from: Int = 0): Seq[LoggedRecord] =
+    parts.zipWithIndex.drop(from).flatMap { case (records, part) =>
       val others = loggedFirstElsewhere(partition, part, records)
       records.filterNot(r => others.contains(r.coordinates))
     }
+}
+
+private[executor] object AfterLogPath {
+  private val NoRecords: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = java.util.List.of()
 }
