@@ -23,6 +23,7 @@ from conftest import (
 from expectations import assert_every_record_once
 
 POLL_RECORDS = 500
+AFTER_LOG = ("--strategy", "two-phase-commit", "--option", "kafka.share.acknowledge=after-log")
 
 
 @pytest.mark.parametrize("accept", ["after-commit", "after-log"])
@@ -93,13 +94,7 @@ def test_a_batch_whose_driver_died_is_re_run_from_the_log_with_its_accepted_reco
     output, holds every record once."""
     expected = values(1_000)
     topic = kafka.topic_with(expected, partitions=2, key=str)
-    job = (
-        "--strategy",
-        "two-phase-commit",
-        "--option",
-        "kafka.share.acknowledge=after-log",
-        *KILLED_DRIVER_LOCKS,
-    )
+    job = (*AFTER_LOG, *KILLED_DRIVER_LOCKS)
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0, (
         "the driver was not killed"
     )
@@ -113,3 +108,28 @@ def test_a_batch_whose_driver_died_is_re_run_from_the_log_with_its_accepted_reco
     rows = drained_rows(tmp_path)
     assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
     assert all(count == 1 for _, count in rows), "a record was delivered twice"
+
+
+def test_a_batch_read_again_on_another_executor_holds_the_parts_the_first_read_logged(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """The first batch with records is read again while the executor whose consumer read it is busy:
+    Spark runs the slot's task on the other executor, which has no consumer holding the round. It ends
+    the round where its parts end and reads them back by their coordinates, so both reads hold the
+    same records, none of which the group delivers again (they were ACCEPTed once logged)."""
+    expected = values(2_000)
+    topic = kafka.topic_with(expected, key=str)
+    job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "1", *AFTER_LOG)
+    # 200 records a batch, in polls of 50: a round of four parts.
+    job += ("--max-records-per-trigger", "200", "--option", "kafka.max.poll.records=50")
+    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(len(expected)), "--until-acknowledged")
+    assert run_drain_job(topic, group, tmp_path, *job, *again) == 0
+
+    reads = json.loads((tmp_path / "out" / "second-evaluation.json").read_text())
+    first, second = reads["first"], reads["second"]
+    assert second["executors"], reads
+    assert not set(second["executors"]) & set(first["executors"]), reads
+    assert len(first["values"]) > 50, "the round had one part"
+    assert sorted(second["values"]) == sorted(first["values"])
+    rows = drained_rows(tmp_path)
+    assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
