@@ -16,13 +16,42 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
   def deliveredBefore(round: Long, candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
     if (candidates.isEmpty) Set.empty else loggedIn(handedToSparkBefore(round, log.rounds()), candidates)
 
-  /** Those of `candidates` that the given `parts`, as (slot, part), logged for `round`. */
+  /**
+   * Those of `candidates` that the given `parts`, as (slot, part), logged for `round`. A part's file
+   * never changes once written, so each is read once: under `after-log` every part of a round asks
+   * about the parts before it, and reading them all again each time would cost the square of a
+   * round's parts.
+   */
   def loggedBy(round: Long, parts: Seq[(Int, Int)], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
     if (candidates.isEmpty || parts.isEmpty) Set.empty
-    else loggedIn(
-      Seq(byCoordinates(parts.flatMap { case (slot, part) => log.readPart(round, slot, part) }.flatten)),
-      candidates
-    )
+    else partsOf(round).loggedBy(parts, candidates)
+
+  /** The index of `round`'s parts; those of rounds before the one before it are forgotten. */
+  private def partsOf(round: Long): RoundParts = synchronized {
+    byRoundParts = byRoundParts.filter { case (r, _) => r >= round - 1 }
+    byRoundParts.getOrElse(round, { val parts = new RoundParts(round); byRoundParts += round -> parts; parts })
+  }
+  private var byRoundParts = Map.empty[Long, RoundParts]
+
+  /** The records of a round's parts read so far, by coordinates, each with the part that logged it. */
+  private final class RoundParts(round: Long) {
+    private val read = scala.collection.mutable.Set.empty[(Int, Int)]
+    private val byCoordinates =
+      scala.collection.mutable.HashMap.empty[RecordCoordinates, List[(LoggedRecord, (Int, Int))]]
+
+    def loggedBy(parts: Seq[(Int, Int)], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] = synchronized {
+      parts.filterNot(read.contains).foreach { case p @ (slot, part) =>
+        log.readPart(round, slot, part).foreach { records =>
+          records.foreach(r => byCoordinates(r.coordinates) = (r, p) :: byCoordinates.getOrElse(r.coordinates, Nil))
+          read += p
+        }
+      }
+      val asked = parts.toSet
+      candidates.filter { c =>
+        byCoordinates.getOrElse(c.coordinates, Nil).exists { case (r, p) => asked.contains(p) && r.sameAs(c) }
+      }.map(_.coordinates).toSet
+    }
+  }
 
   private def handedToSparkBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
     val logged = files.filter(_._1 < round)

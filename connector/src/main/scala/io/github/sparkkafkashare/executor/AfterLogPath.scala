@@ -116,7 +116,11 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
     log.writeFirst(round.partition.round, round.partition.slot, Nil, fence(round.partition), part).forall(_.isEmpty)
 
   /** The records the slot's `parts`, from part `from` on, hand to the batch. */
-  private def batch(partition: KafkaShareInputPartition, parts: Seq[Seq[LoggedRecord]], from: Int = 0): Seq[LoggedRecord] =
+  private def batch(
+      partition: KafkaShareInputPartition,
+      parts: Seq[Seq[LoggedRecord]],
+      from: Int = 0
+  ): Seq[LoggedRecord] =
     parts.zipWithIndex.drop(from).flatMap { case (records, part) =>
       val others = loggedFirstElsewhere(partition, part, records)
       records.filterNot(r => others.contains(r.coordinates))
