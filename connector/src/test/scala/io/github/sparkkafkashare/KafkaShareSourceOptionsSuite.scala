@@ -351,7 +351,7 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
   }
 
   test(
-    "more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes or after-log"
+    "more consumers than partitions: each polls at most its even share of the group's lock limit, unless the user chose poll sizes"
   ) {
     def cap(extra: Map[String, String], parallelism: Int, partitions: Int, locks: Int = 2000) =
       ShareConsumerSettings.sharedPartitionCap(parse(required ++ extra), parallelism, partitions, locks)
@@ -366,9 +366,6 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       "maxRecordsPerTrigger" -> "100"
     )
       .foreach(chosen => assert(cap(Map(chosen), 4, 1) == None, chosen))
-    val afterLog =
-      Map("kafka.share.exactly.once.strategy" -> "two-phase-commit", "kafka.share.acknowledge" -> "after-log")
-    assert(cap(afterLog, 4, 1) == None, "after-log: a poll's locks are freed once it is logged")
     val settings =
       ShareConsumerSettings(parse(required), parallelism = 4, "r", partitions = 1, recordLocksPerPartition = 2000)
     assert(settings("max.poll.records") == "500" && settings("share.acquire.mode") == "record_limit")

@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.planning
 
-import io.github.sparkkafkashare.options.{AcceptPoint, KafkaShareSourceOptions}
+import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import org.apache.kafka.clients.consumer.ConsumerConfig
 
 /** The settings of the share consumers a query runs on its executors. */
@@ -69,9 +69,7 @@ private[sparkkafkashare] object ShareConsumerSettings {
    * limit on it, and in Kafka's default acquire mode the first to poll takes whole record batches up
    * to that limit: one task does the batch's work while the others find nothing and wait on it. So
    * unless the user chose poll sizes, each consumer polls at most its even share of the locks,
-   * strictly. None when every consumer can have partitions of its own (or no subscribed topic exists),
-   * and under `after-log`: there a consumer ACCEPTs what it polled once it is logged, before its rows
-   * are processed, so the others acquire the next records at their next poll.
+   * strictly. None when every consumer can have partitions of its own (or no subscribed topic exists).
    *
    * @param partitions              partitions of the subscribed topics
    * @param recordLocksPerPartition the group's lock limit per partition
@@ -84,8 +82,7 @@ private[sparkkafkashare] object ShareConsumerSettings {
   ): Option[Long] = {
     val userSetPollSize = options.maxRecordsPerTrigger.isDefined ||
       Seq(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, AcquireModeConfig).exists(options.connection.kafkaParams.contains)
-    val afterLog = options.acceptPoint == AcceptPoint.AfterLog
-    if (userSetPollSize || afterLog || partitions == 0 || parallelism <= partitions) None
+    if (userSetPollSize || partitions == 0 || parallelism <= partitions) None
     else Some(math.max(1L, recordLocksPerPartition.toLong * partitions / parallelism))
   }
 
