@@ -450,6 +450,21 @@ def drain_in_session(
         return 1
 
 
+def read_again_elsewhere(
+    topic: str, group: str, workdir: Path, expected: int, *job: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Runs jobs/drain_topic.py until it has read `expected` records, its first batch with records read
+    a second time while the executor that read it is busy (run the job on local-cluster[2,1,...] at
+    parallelism 1); returns both reads' executors and values, once checked that they ran apart."""
+    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(expected), "--until-acknowledged")
+    assert run_drain_job(topic, group, workdir, *job, *again) == 0
+    reads = json.loads((workdir / "out" / "second-evaluation.json").read_text())
+    first, second = reads["first"], reads["second"]
+    assert second["executors"], reads
+    assert not set(second["executors"]) & set(first["executors"]), reads
+    return first, second
+
+
 def drained_rows(workdir: Path) -> list[tuple[str, int]]:
     """(value, deliveryCount) of every record in the job's sink: the last write of each batch id."""
     files = sorted((workdir / "out").glob("batch-*.json"))

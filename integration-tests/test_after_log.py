@@ -16,6 +16,7 @@ from conftest import (
     KafkaCluster,
     drain_in_session,
     drained_rows,
+    read_again_elsewhere,
     run_drain_job,
     share_stream,
     values,
@@ -122,13 +123,7 @@ def test_a_batch_read_again_on_another_executor_holds_the_parts_the_first_read_l
     job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "1", *AFTER_LOG)
     # 200 records a batch, in polls of 50: a round of four parts.
     job += ("--max-records-per-trigger", "200", "--option", "kafka.max.poll.records=50")
-    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(len(expected)), "--until-acknowledged")
-    assert run_drain_job(topic, group, tmp_path, *job, *again) == 0
-
-    reads = json.loads((tmp_path / "out" / "second-evaluation.json").read_text())
-    first, second = reads["first"], reads["second"]
-    assert second["executors"], reads
-    assert not set(second["executors"]) & set(first["executors"]), reads
+    first, second = read_again_elsewhere(topic, group, tmp_path, len(expected), *job)
     assert len(first["values"]) > 50, "the round had one part"
     assert sorted(second["values"]) == sorted(first["values"])
     rows = drained_rows(tmp_path)

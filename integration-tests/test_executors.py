@@ -15,6 +15,7 @@ import pytest
 from conftest import (
     KafkaCluster,
     drained_rows,
+    read_again_elsewhere,
     run_drain_job,
     start_drain_job,
     values,
@@ -241,13 +242,7 @@ def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     # sink writes the first read. Neither consumer may ACCEPT what it holds: the sink has only one
     # read, and a later action could have had the other.
     job = ("--master", "local-cluster[2,1,1024]", "--parallelism", "1", "--max-records-per-trigger", "200")
-    again = ("--evaluate-again-elsewhere", "--stop-once-read", str(len(expected)), "--until-acknowledged")
-    assert run_drain_job(topic, group, tmp_path, *job, *again) == 0
-
-    reads = json.loads((tmp_path / "out" / "second-evaluation.json").read_text())
-    first, second = reads["first"], reads["second"]
-    assert second["executors"], reads
-    assert not set(second["executors"]) & set(first["executors"]), reads
+    first, second = read_again_elsewhere(topic, group, tmp_path, len(expected), *job)
     assert second["values"]
     assert not set(second["values"]) & set(first["values"]), "the second read should have polled anew"
     rows = drained_rows(tmp_path)
