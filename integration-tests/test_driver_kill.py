@@ -105,16 +105,19 @@ def test_a_batch_re_run_under_two_phase_commit_that_releases_nothing_holds_every
 # In make test-extended: KafkaShareReplayReaderSuite finds deleted records gone against the broker, and
 # test_acls.py runs a re-run batch that cannot be read, failing with what to do, in make test.
 @pytest.mark.extended
+@pytest.mark.parametrize("accept", ["after-commit", "after-log"])
 def test_a_batch_to_re_run_whose_records_are_deleted_fails_saying_so_and_a_new_checkpoint_goes_on(
-    kafka: KafkaCluster, group: str, tmp_path: Path
+    kafka: KafkaCluster, group: str, tmp_path: Path, accept: str
 ) -> None:
     # Under two-phase-commit the restart must re-run the killed batch with the records it logged. If
     # retention removed them meanwhile (here Admin deleteRecords), it cannot: the query fails with
     # what to do, and doing that (a new checkpoint) reads on from the group's position. Batch ids
     # start at 0 again there, and the sink already holds those ids: it skips them, as Spark's file
-    # sink and Delta do, without reading them, so their records wait for later batches.
+    # sink and Delta do, without reading them, so their records wait for later batches. Under
+    # after-log the killed batch's records were ACCEPTed once logged: the log is all that has them.
     topic = kafka.topic_with(values(400, "a"))
     job = ("--strategy", "two-phase-commit", "--max-records-per-trigger", "100")
+    job += ("--option", f"kafka.share.acknowledge={accept}")
     assert run_drain_job(topic, group, tmp_path, *job) == 0
     kafka.produce(topic, values(1_000, "c"))
     assert run_drain_job(topic, group, tmp_path, *job, "--kill-at", "sink-written") != 0
@@ -132,7 +135,7 @@ def test_a_batch_to_re_run_whose_records_are_deleted_fails_saying_so_and_a_new_c
 
     held = {f.name for f in (tmp_path / "out").glob("batch-*.json")}
     assert len(held) >= 4, f"the sink holds only {sorted(held)}: batch ids that the new run skips"
-    new_run = ("--strategy", "two-phase-commit", "--max-records-per-trigger", "100", "--sink", "skip")
+    new_run = (*job, "--sink", "skip")
     assert run_drain_job(topic, group, tmp_path, *new_run, checkpoint=tmp_path / "new-checkpoint") == 0
     rows = [value for value, _ in drained_rows(tmp_path) if value.startswith("b")]
     assert_every_record_once(values(300, "b"), rows, kafka=kafka, group=group, topic=topic)
