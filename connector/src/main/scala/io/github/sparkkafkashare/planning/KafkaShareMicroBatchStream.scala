@@ -101,7 +101,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   /** `after-log`: how far each slot's round polls on; a slot's share of `maxRecordsPerTrigger`, if set. */
   private val afterLog = Some(options.acceptPoint).filter(_ == AcceptPoint.AfterLog).map { _ =>
     AfterLogBudget(
-      options.maxRecordsPerTrigger.map(max => (max + parallelism - 1) / parallelism).getOrElse(AfterLogRoundRecords),
+      ShareConsumerSettings.slotShareOfTrigger(options, parallelism).getOrElse(AfterLogRoundRecords),
       options.pollTimeoutMs,
       java.time.Duration.ofMillis(FlowingPollTimeoutMs)
     )

@@ -32,8 +32,8 @@ private[sparkkafkashare] object ShareConsumerSettings {
     // maxRecordsPerTrigger becomes a strict per-consumer cap; a smaller kafka.max.poll.records (a bound
     // on a poll's memory, say) still holds.
     val userPollRecords = options.connection.kafkaParams.get(ConsumerConfig.MAX_POLL_RECORDS_CONFIG).map(_.trim.toLong)
-    val perTriggerCap = options.maxRecordsPerTrigger.map { max =>
-      (userPollRecords.toSeq :+ math.min(Int.MaxValue.toLong, (max + parallelism - 1) / parallelism)).min
+    val perTriggerCap = slotShareOfTrigger(options, parallelism).map { share =>
+      (userPollRecords.toSeq :+ math.min(Int.MaxValue.toLong, share)).min
     }
     val sharedCap = sharedPartitionCap(options, parallelism, partitions, recordLocksPerPartition)
     val strictCap = (perTriggerCap orElse sharedCap).toSeq.flatMap { records =>
@@ -50,6 +50,10 @@ private[sparkkafkashare] object ShareConsumerSettings {
         ConsumerConfig.CLIENT_ID_CONFIG -> clientIdPrefix(options.groupId, runId)
       )
   }
+
+  /** A consumer's even share of `maxRecordsPerTrigger`, if set: what one slot may read in a round. */
+  def slotShareOfTrigger(options: KafkaShareSourceOptions, parallelism: Int): Option[Long] =
+    options.maxRecordsPerTrigger.map(max => (max + parallelism - 1) / parallelism)
 
   /**
    * A consumer's poll size when it need not share partitions: as many records as the group lets it
