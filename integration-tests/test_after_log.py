@@ -22,9 +22,10 @@ from conftest import (
     values,
 )
 from expectations import assert_every_record_once
+from test_fault_matrix import strategy_flags
 
 POLL_RECORDS = 500
-AFTER_LOG = ("--strategy", "two-phase-commit", "--option", "kafka.share.acknowledge=after-log")
+AFTER_LOG = strategy_flags("after-log")
 
 
 @pytest.mark.parametrize("accept", ["after-commit", "after-log"])
