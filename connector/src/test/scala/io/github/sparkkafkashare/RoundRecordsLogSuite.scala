@@ -211,8 +211,10 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     writer.start()
     var mostSlotsRead = 0
     try {
-      val deadline = System.nanoTime() + 2000000000L
-      while (System.nanoTime() < deadline) {
+      // At least 2 s, and on a busy machine on until the reads have overlapped enough writes (at most 20 s).
+      val (least, most) = (System.nanoTime() + 2000000000L, System.nanoTime() + 20000000000L)
+      def overlapped = written.get() > 10 && mostSlotsRead > 2
+      while (System.nanoTime() < least || (!overlapped && System.nanoTime() < most)) {
         val read = log.read(1)
         assert(read(0) == Seq(record(0, 1)) && read.forall { case (slot, records) =>
           slot == 0 || records == Seq(record(1, slot))
