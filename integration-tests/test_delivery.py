@@ -140,6 +140,45 @@ def test_every_record_once_with_more_consumers_than_partitions(
     assert [c for c in loggers if c.startswith(ours) and ".shaded." not in c] == [], driver_log()
 
 
+TIME_METRICS = {
+    "pollMs": "PollTimeMetric",
+    "acknowledgeMs": "AcknowledgeTimeMetric",
+    "recordsLogMs": "RecordsLogTimeMetric",
+}
+
+
+@pytest.mark.parametrize("strategy", ["none", "two-phase-commit"])
+def test_the_sources_share_of_each_batch_shows_in_its_progress_and_task_metrics(
+    spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path, strategy: str
+) -> None:
+    """The time the tasks spent polling, acknowledging and in the records log, and the time the
+    driver waited on Kafka's Admin API, grow with the run in every progress; the records log costs
+    time only under a strategy that has one; the task metrics of the batches add up to the run's."""
+    expected = values(4_000)
+    topic = kafka.topic_with(expected, partitions=2)
+    before = scan_task_metrics(spark)
+    options = {"startingOffsets": "earliest", "kafka.share.exactly.once.strategy": strategy}
+    query = parquet_query(share_stream(spark, topic, group, **options), tmp_path)
+    assert query.awaitTermination(180), "Trigger.AvailableNow did not finish"
+    assert query.exception() is None
+    assert_every_record_once(expected, sink_values(spark, tmp_path), kafka=kafka, group=group, topic=topic)
+
+    progress = [p for p in query.recentProgress if "addBatch" in p["durationMs"]]
+    names = [*TIME_METRICS, "adminMs"]
+    runs = {name: [int(p["sources"][0]["metrics"][name]) for p in progress] for name in names}
+    for name, totals in runs.items():
+        assert totals == sorted(totals), (name, totals)
+    last = {name: totals[-1] for name, totals in runs.items()}
+    assert min(last["pollMs"], last["acknowledgeMs"], last["adminMs"]) > 0, last
+    assert (last["recordsLogMs"] > 0) == (strategy != "none"), last
+    # Each batch's sum is rounded down to the ms on its own, the run's total once.
+    after = scan_task_metrics(spark)
+    batches = len(progress)
+    for name, metric in TIME_METRICS.items():
+        summed = after.get(metric, 0) - before.get(metric, 0)
+        assert summed <= last[name] <= summed + batches, (name, summed, last[name], batches)
+
+
 def test_two_queries_in_one_group_split_the_records(
     spark: SparkSession, kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -100,6 +100,9 @@ def print_table(results: list[dict[str, Any]]) -> None:
         if r.get("batch_parts_ms_p50"):
             parts = ", ".join(f"{part} {fmt(ms)}" for part, ms in r["batch_parts_ms_p50"].items())
             print(f"{r['scenario']}, {r['partitions']} partitions, p50 ms: {parts}")
+        if r.get("source_parts_ms_p50"):
+            parts = ", ".join(f"{part} {fmt(ms)}" for part, ms in r["source_parts_ms_p50"].items())
+            print(f"{r['scenario']}, {r['partitions']} partitions, kafka-share's parts, p50 ms: {parts}")
     for r in results:
         if len(r.get("batch_timeline") or []) > 1:  # a one-batch drain (the `kafka` source's) has none slow
             slow = slow_batches(r["batch_timeline"], r["batch_ms_p50"])

@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamReader
 from . import REPO
 from .jvm import jvm_cpu, peak_heap_mb, reset_peak_heap
 from .kafka_tools import Kafka, new_group
-from .timings import BATCH_PARTS, batch_parts_ms_p50, percentile, ts
+from .timings import BATCH_PARTS, batch_parts_ms_p50, percentile, source_parts_ms_p50, ts
 
 
 def sbt_jars(project: str, jar_prefix: str) -> list[str]:
@@ -165,6 +165,7 @@ def drain(
         "batch_ms_p99": percentile(durations, 99),
         "commit_to_ack_ms_p50": percentile(sorted(gaps), 50),
         "batch_parts_ms_p50": batch_parts_ms_p50(progress),
+        "source_parts_ms_p50": source_parts_ms_p50(query.recentProgress),
         # Each batch with records, as TIMELINE_COLUMNS: where in a drain its slow batches fall and
         # which part made them slow.
         "batch_timeline": [

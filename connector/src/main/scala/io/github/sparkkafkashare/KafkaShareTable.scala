@@ -5,7 +5,7 @@ import java.util
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.executor.KafkaShareRows
-import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import io.github.sparkkafkashare.metrics.KafkaShareTaskMetric
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
 import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
 import org.apache.spark.sql.SparkSession
@@ -32,6 +32,6 @@ private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOp
       override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream =
         new KafkaShareMicroBatchStream(options, checkpointLocation, SparkSession.active)
       // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
-      override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareCountMetric.all
+      override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareTaskMetric.all
     }
 }

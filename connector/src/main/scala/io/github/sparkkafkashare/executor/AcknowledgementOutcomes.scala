@@ -5,7 +5,7 @@ import java.util.concurrent.atomic.AtomicLong
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.acknowledgements.RecordCoordinates
-import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import io.github.sparkkafkashare.metrics.KafkaShareTaskMetric
 import org.apache.kafka.clients.consumer.AcknowledgementCommitCallback
 import org.apache.kafka.common.TopicIdPartition
 import org.apache.kafka.common.errors.InvalidRecordStateException
@@ -70,9 +70,9 @@ private[executor] final class AcknowledgementOutcomes extends AcknowledgementCom
  * the lock had expired; records whose acknowledgement was not applied for another reason.
  */
 private[sparkkafkashare] final case class AcknowledgementEvents(renewed: Long, expired: Long, failed: Long) {
-  def byMetric: Map[KafkaShareCountMetric, Long] = Map(
-    KafkaShareCountMetric.LockRenewals -> renewed,
-    KafkaShareCountMetric.LocksExpired -> expired,
-    KafkaShareCountMetric.AcknowledgementsFailed -> failed
+  def byMetric: Map[KafkaShareTaskMetric, Long] = Map(
+    KafkaShareTaskMetric.LockRenewals -> renewed,
+    KafkaShareTaskMetric.LocksExpired -> expired,
+    KafkaShareTaskMetric.AcknowledgementsFailed -> failed
   )
 }

@@ -62,24 +62,29 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
     private def advance(): Unit = if (!ended) {
       val records = polled.getOrElse {
         if (taken >= budget.records || System.nanoTime() >= pollingEnds) AfterLogPath.NoRecords
-        else round.acquired(slot.pollPart(partition.round, budget.partPoll))
+        else round.acquired(round.counts.timed(_.pollNanos)(slot.pollPart(partition.round, budget.partPoll)))
       }
       polled = None
       if (records.isEmpty) {
         ended = true
-        if (!endsAt(round, part)) rows = loggedFrom(part)
+        if (!round.inRecordsLog(endsAt(round, part))) rows = loggedFrom(part)
       } else {
         val kept = dropDelivered(round, records)
         val logged = loggedRecords(round, kept)
         if (logged.isEmpty) advance()
-        else if (log.writeFirst(partition.round, partition.slot, logged, fence(partition), part).nonEmpty) {
+        else if (
+          round.inRecordsLog(log.writeFirst(partition.round, partition.slot, logged, fence(partition), part)).nonEmpty
+        ) {
           ended = true
           rows = loggedFrom(part)
         } else {
-          val others = loggedFirstElsewhere(partition, part, logged)
+          val others = round.inRecordsLog(loggedFirstElsewhere(partition, part, logged))
           round.counts.add(_.deduplicated, others.size)
           if (others.nonEmpty) slot.hide(partition.round, others)
-          round.counts.add(_.accepted, slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
+          round.counts.add(
+            _.accepted,
+            round.acknowledging(slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
+          )
           part += 1
           taken += logged.size
           rows = round.rows(kept.asScala.filterNot(r => others.contains(RecordCoordinates.of(r))).asJava)
@@ -94,14 +99,21 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
      * never ACCEPTed, and is RELEASEd; its earlier parts' rows are handed out already.
      */
     private def loggedFrom(from: Int): Iterator[InternalRow] =
-      readBackInstead(round, batch(partition, log.seal(partition.round, partition.slot, fence(partition)), from))
+      readBackInstead(
+        round,
+        round.inRecordsLog(batch(partition, log.seal(partition.round, partition.slot, fence(partition)), from))
+      )
   }
 
   override def heldAgain(
       round: SlotRound,
       held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] = {
-    val logged = batch(round.partition, log.seal(round.partition.round, round.partition.slot, fence(round.partition)))
+    val logged =
+      round.inRecordsLog(batch(
+        round.partition,
+        log.seal(round.partition.round, round.partition.slot, fence(round.partition))
+      ))
     if (logged.map(_.coordinates).toSet == held.asScala.map(RecordCoordinates.of).toSet) round.rows(held)
     else readBackInstead(round, logged)
   }

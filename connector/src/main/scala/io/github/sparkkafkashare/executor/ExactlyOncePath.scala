@@ -66,6 +66,12 @@ private[executor] final class SlotRound(
       KafkaShareRows.toRow(r, partition.includeHeaders, KafkaShareRows.deliveryCount(r))
     )
 
+  /** Runs `body`, a use of the checkpoint's records log, timing it as the task's records-log time. */
+  def inRecordsLog[T](body: => T): T = counts.timed(_.recordsLogNanos)(body)
+
+  /** Runs `body`, which sends acknowledgements and waits for their answers, timing it. */
+  def acknowledging[T](body: => T): T = counts.timed(_.acknowledgeNanos)(body)
+
   /** Counts what a poll of the slot acquired, and returns it. */
   def acquired(
       records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]

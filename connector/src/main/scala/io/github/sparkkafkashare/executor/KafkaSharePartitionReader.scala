@@ -65,9 +65,9 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
       // Spark evaluates this batch again (a retry, or foreachBatch using its DataFrame twice): same records.
       case Some(held) => path.heldAgain(new SlotRound(partition, slot, counts), held)
       case None =>
-        settle(slot, here)
+        counts.timed(_.acknowledgeNanos)(settle(slot, here))
         if (!partition.poll) {
-          slot.flush(ShareConsumerPool.CloseTimeout)
+          counts.timed(_.acknowledgeNanos)(slot.flush(ShareConsumerPool.CloseTimeout))
           Iterator.empty
         } else {
           if (slot.config != config || slot.turnedAwayAsGroupFull) {
@@ -77,7 +77,9 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           // A first poll may end before the records assigned to it arrive, so the driver takes no round
           // a consumer joined in as showing partitions empty; one the full group turned away never joined.
           val joins = slot.joinsWithNextPoll(partition.topics)
-          val polled = slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+          val polled = counts.timed(_.pollNanos)(
+            slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+          )
           if (joins && !slot.turnedAwayAsGroupFull) counts.add(_.joined, 1)
           val slotRound = new SlotRound(partition, slot, counts)
           path.polled(slotRound, slotRound.acquired(polled))

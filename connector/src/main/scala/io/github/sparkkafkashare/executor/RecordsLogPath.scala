@@ -31,7 +31,7 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
       round: SlotRound,
       held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] =
-    log.read(round.partition.round, round.partition.slot) match {
+    round.inRecordsLog(log.read(round.partition.round, round.partition.slot)) match {
       // The attempt that polled failed before checking and logging them (it counted them).
       case None => dropDuplicatesAndLog(round, held)
       case Some(logged) => returnLogged(round, logged, held)
@@ -55,9 +55,9 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
     val kept = dropDelivered(round, polled)
     // Even none: an evaluation of this round elsewhere must find none too.
     val logged = loggedRecords(round, kept)
-    log.writeFirst(partition.round, partition.slot, logged, fence(partition)) match {
+    round.inRecordsLog(log.writeFirst(partition.round, partition.slot, logged, fence(partition))) match {
       case None =>
-        val others = loggedFirstElsewhere(partition, 0, logged)
+        val others = round.inRecordsLog(loggedFirstElsewhere(partition, 0, logged))
         counts.add(_.deduplicated, others.size)
         round.rows(if (others.isEmpty) kept else slot.hide(partition.round, others))
       case Some(first) => returnLogged(round, first, kept)
@@ -74,11 +74,12 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
       polled: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] = {
     val partition = round.partition
-    val delivered =
+    val delivered = round.inRecordsLog(
       DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, loggedRecords(round, polled))
+    )
     round.counts.add(_.deduplicated, delivered.size)
     round.counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTs these
-    if (delivered.isEmpty) polled else round.slot.acceptDelivered(partition.round, delivered)
+    if (delivered.isEmpty) polled else round.acknowledging(round.slot.acceptDelivered(partition.round, delivered))
   }
 
   /** Fails a write of the partition's round by an attempt that its query run no longer waits for. */
@@ -97,7 +98,7 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
       held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] = {
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
-    val others = loggedFirstElsewhere(partition, 0, logged)
+    val others = round.inRecordsLog(loggedFirstElsewhere(partition, 0, logged))
     val batch = logged.filterNot(r => others.contains(r.coordinates))
     val (batchSet, heldSet) = (batch.map(_.coordinates).toSet, held.asScala.map(RecordCoordinates.of).toSet)
     if (batchSet == heldSet) round.rows(held)
@@ -119,7 +120,7 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
     logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
       s"records than this consumer holds; those are released and the ${batch.size} logged ones read back.")
-    counts.add(_.released, slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout).size)
+    counts.add(_.released, round.acknowledging(slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout)).size)
     val readBack = new KafkaShareReplayReader(
       partition.round,
       partition.slot,

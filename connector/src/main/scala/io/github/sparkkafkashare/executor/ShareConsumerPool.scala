@@ -9,7 +9,7 @@ import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex}
 import io.github.sparkkafkashare.errors.KafkaShareErrors
-import io.github.sparkkafkashare.metrics.KafkaShareCountMetric
+import io.github.sparkkafkashare.metrics.KafkaShareTaskMetric
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.kafkashare.ExecutorLocality
@@ -44,7 +44,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * Counts of failed tasks, which Spark drops, for the slot's next task here to report, or, once the
    * slot runs elsewhere, [[releaseLeftBehind]] (see [[keepUnreported]]).
    */
-  private val unreported = new ConcurrentHashMap[SlotKey, Map[KafkaShareCountMetric, Long]]()
+  private val unreported = new ConcurrentHashMap[SlotKey, Map[KafkaShareTaskMetric, Long]]()
 
   /** Slots whose renewal is under way: the next check skips them. */
   private val renewing = ConcurrentHashMap.newKeySet[SlotKey]()
@@ -177,11 +177,11 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * drops a failed task's metrics and accumulator updates. A retry that returns the records the failed
    * attempt kept does not count them again, so without this `recordsAcquired` fell short.
    */
-  def keepUnreported(key: SlotKey, counts: Map[KafkaShareCountMetric, Long]): Unit =
-    unreported.merge(key, counts, (kept, more) => KafkaShareCountMetric.sum(kept.toSeq ++ more))
+  def keepUnreported(key: SlotKey, counts: Map[KafkaShareTaskMetric, Long]): Unit =
+    unreported.merge(key, counts, (kept, more) => KafkaShareTaskMetric.sum(kept.toSeq ++ more))
 
   /** What failed tasks of the slot counted here since its last task, for this task to report. */
-  def takeUnreported(key: SlotKey): Map[KafkaShareCountMetric, Long] =
+  def takeUnreported(key: SlotKey): Map[KafkaShareTaskMetric, Long] =
     Option(unreported.remove(key)).getOrElse(Map.empty)
 
   def giveBack(slot: ShareConsumerSlot): Unit = {
@@ -208,9 +208,9 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
       homes: Map[Int, String],
       here: String,
       committedThrough: Long
-  ): Map[KafkaShareCountMetric, Long] = {
+  ): Map[KafkaShareTaskMetric, Long] = {
     val leftBehind = slotsOf(runId).filter { case (key, _) => homes.get(key.slot).exists(_ != here) }
-    KafkaShareCountMetric.sum(leftBehind.flatMap { case (key, slot) =>
+    KafkaShareTaskMetric.sum(leftBehind.flatMap { case (key, slot) =>
       if (slot.lock.isHeldByCaller || !slot.lock.tryLock()) Nil
       else
         try {
@@ -221,7 +221,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
               logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
                 s"executor ${homes(key.slot)}")
             }
-            (KafkaShareCountMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
+            (KafkaShareTaskMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
               takeUnreported(key))
           }
         } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back

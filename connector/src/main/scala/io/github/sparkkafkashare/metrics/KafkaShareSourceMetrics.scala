@@ -21,12 +21,15 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     acknowledgementsFailed: LongAccumulator,
     deduplicated: LongAccumulator,
     replayed: LongAccumulator,
-    joined: LongAccumulator
+    joined: LongAccumulator,
+    pollNanos: LongAccumulator,
+    acknowledgeNanos: LongAccumulator,
+    recordsLogNanos: LongAccumulator
 ) {
 
   /** Each counter with the task metric that shows it per batch; the metric's name is also the counter's in [[report]]. */
-  def counters: Seq[(KafkaShareCountMetric, LongAccumulator)] = {
-    import KafkaShareCountMetric._
+  def counters: Seq[(KafkaShareTaskMetric, LongAccumulator)] = {
+    import KafkaShareTaskMetric._
     Seq(
       Acquired -> acquired,
       Redelivered -> redelivered,
@@ -38,7 +41,10 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
       AcknowledgementsFailed -> acknowledgementsFailed,
       Deduplicated -> deduplicated,
       Replayed -> replayed,
-      Joined -> joined
+      Joined -> joined,
+      PollTime -> pollNanos,
+      AcknowledgeTime -> acknowledgeNanos,
+      RecordsLogTime -> recordsLogNanos
     )
   }
 
@@ -52,7 +58,7 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
    * @param countedOutsideTasks as for [[totals]]
    */
   def taken(countedOutsideTasks: Map[String, Long]): Long = {
-    import KafkaShareCountMetric._
+    import KafkaShareTaskMetric._
     val total = totals(countedOutsideTasks)
     total(Acquired) - total(Released) - total(LocksExpired) - total(AcknowledgementsFailed)
   }
@@ -65,7 +71,7 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
    *
    * @param countedOutsideTasks what executors' janitors, which run in no task, counted, by metric name
    */
-  def totals(countedOutsideTasks: Map[String, Long]): Map[KafkaShareCountMetric, Long] =
+  def totals(countedOutsideTasks: Map[String, Long]): Map[KafkaShareTaskMetric, Long] =
     counters.map { case (metric, accumulator) =>
       metric -> (accumulator.value + countedOutsideTasks.getOrElse(metric.name, 0L))
     }.toMap
@@ -76,7 +82,7 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
       dedupState: Option[Long],
       countedOutsideTasks: Map[String, Long]
   ): Map[String, String] =
-    totals(countedOutsideTasks).map { case (metric, n) => metric.name -> n.toString } ++
+    totals(countedOutsideTasks).map { case (metric, n) => metric.name -> metric.reported(n).toString } ++
       backlog.map(b => "backlogRecords" -> b.toString) ++
       dedupState.map(n => "dedupStateRecords" -> n.toString)
 }
@@ -95,7 +101,10 @@ private[sparkkafkashare] object KafkaShareSourceMetrics {
       counter("acknowledgementsFailed"),
       counter("deduplicated"),
       counter("replayed"),
-      counter("consumersJoined")
+      counter("consumersJoined"),
+      counter("pollNanos"),
+      counter("acknowledgeNanos"),
+      counter("recordsLogNanos")
     )
   }
 }

@@ -296,7 +296,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
     (counters.report(policy.reportedBacklog(lastPlanned), dedupState, QueryRunRegistry.countedOutsideTasks(runId)) +
-      ("consumers" -> parallelism.toString)).asJava
+      ("consumers" -> parallelism.toString) + ("adminMs" -> admin.waitedMs.toString)).asJava
 
   /**
    * Settles what the consumers hold (ACCEPT for batches the query committed, RELEASE for the rest)

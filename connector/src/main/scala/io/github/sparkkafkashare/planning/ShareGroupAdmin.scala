@@ -34,9 +34,13 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     }
   private val group = connection.groupId
   private val answered = new AtomicLong()
+  private val waitedNanos = new AtomicLong()
 
   /** Calls the cluster has answered so far: whether a lookup reached it, even one that needed no call. */
   override def callsAnswered: Long = answered.get()
+
+  /** How long the driver has waited for this client's calls so far, in ms. */
+  def waitedMs: Long = TimeUnit.NANOSECONDS.toMillis(waitedNanos.get())
 
   /**
    * Fails unless the cluster answers, has share groups enabled, and runs at Kafka 4.2 or later: a 4.1
@@ -295,7 +299,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     try Some(await(action, future))
     catch { case _: UnknownTopicOrPartitionException => None }
 
-  private def await[T](action: String, future: KafkaFuture[T]): T =
+  private def await[T](action: String, future: KafkaFuture[T]): T = {
+    val start = System.nanoTime()
     try {
       val answer = future.get(connection.apiTimeoutMs, TimeUnit.MILLISECONDS)
       answered.incrementAndGet()
@@ -309,7 +314,8 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       case e: ExecutionException if e.getCause.isInstanceOf[RetriableException] => throw unreachable(action, e)
       case e: ExecutionException =>
         throw KafkaShareErrors.refusal(connection.bootstrapServers, action, e.getCause).getOrElse(e)
-    }
+    } finally waitedNanos.addAndGet(System.nanoTime() - start)
+  }
 }
 
 private[sparkkafkashare] object ShareGroupAdmin {

@@ -13,7 +13,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.LocalKafka
 import io.github.sparkkafkashare.UsesLocalServices
 import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, LoggedRecord, RecordCoordinates, RoundRecordsLog}
-import io.github.sparkkafkashare.metrics.KafkaShareCountMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
+import io.github.sparkkafkashare.metrics.KafkaShareTaskMetric.{Accepted, AcknowledgementsFailed, Acquired, Joined, Released}
 import io.github.sparkkafkashare.runs.{RoundMarks, RunLookUp, RunState}
 import org.apache.hadoop.conf.Configuration
 import org.apache.kafka.clients.admin.{Admin, AlterConfigOp, ConfigEntry, NewTopic}

@@ -37,8 +37,8 @@ class RoundPolicySuite extends AnyFunSuite {
     admin.endOffsetsNow = Map(t0 -> 100L)
     admin.assigned = Set(t0)
     val counters: KafkaShareSourceMetrics = {
-      val c = Array.fill(11)(new LongAccumulator)
-      KafkaShareSourceMetrics(c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7), c(8), c(9), c(10))
+      val c = Array.fill(14)(new LongAccumulator)
+      KafkaShareSourceMetrics(c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7), c(8), c(9), c(10), c(11), c(12), c(13))
     }
     val clock = new ManualClock
     val backlog = new Backlog(admin, "kafka-share-g-run", () => lockNanos, clock)
