@@ -3,18 +3,26 @@ package io.github.sparkkafkashare.acknowledgements
 /**
  * An executor's view of the log, to drop redeliveries of records that an earlier round handed to
  * Spark, unless user code RELEASEd them from that round's batch (explicit mode: it asked for them
- * again), and to find what other slots logged for a slot's own round. Each check of earlier rounds
- * lists the log once and reads the rounds it has not read yet (rounds already read are kept, and
- * forgotten once pruned from the log).
+ * again), and to find what other slots logged for a slot's own round.
+ *
+ * Spark plans a round only once the one before it committed, and a round's files are all written
+ * before its batch commits (a late attempt's write is fenced), so the rounds before a round no longer
+ * change but for the driver's pruning, which deletes only records Kafka never delivers again. So the
+ * first check for a round lists the log and reads the rounds not read yet; the round's later checks
+ * (its other slots on this executor, its other parts under `after-log`) list nothing. Rounds pruned
+ * from the log are forgotten at the next listing.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
   import DeliveredRecordsIndex.{ByCoordinates, byCoordinates, loggedIn}
 
   private var byRound = Map.empty[Long, ByCoordinates]
 
+  /** The round whose earlier rounds `byRound` holds, each whole. */
+  private var listedFor: Option[Long] = None
+
   /** Those of `candidates` (polled records, as the round would log them) that a round before `round` handed to Spark. */
   def deliveredBefore(round: Long, candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
-    if (candidates.isEmpty) Set.empty else loggedIn(handedToSparkBefore(round, log.rounds()), candidates)
+    if (candidates.isEmpty) Set.empty else loggedIn(handedToSparkBefore(round), candidates)
 
   /**
    * Those of `candidates` that the given `parts`, as (slot, part), logged for `round`. A part's file
@@ -53,17 +61,19 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
     }
   }
 
-  private def handedToSparkBefore(round: Long, files: Map[Long, RoundFiles]): Iterable[ByCoordinates] = synchronized {
-    val logged = files.filter(_._1 < round)
-    // A round's released file is written before its batch commits, so before any later round reads it.
-    def handedToSpark(round: RoundFiles): ByCoordinates = {
-      val released = round.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
-      byCoordinates(round.slots.values.flatten.flatMap(log.readFile).filterNot(r => released.contains(r.coordinates)))
+  private def handedToSparkBefore(round: Long): Iterable[ByCoordinates] = synchronized {
+    if (listedFor.forall(_ < round)) {
+      val logged = log.roundNumbers().filter(_ < round)
+      // A round's released file is written before its batch commits, so before any later round reads it.
+      def handedToSpark(round: RoundFiles): ByCoordinates = {
+        val released = round.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
+        byCoordinates(round.slots.values.flatten.flatMap(log.readFile).filterNot(r => released.contains(r.coordinates)))
+      }
+      byRound = byRound.filter { case (r, _) => logged.contains(r) } ++
+        (logged -- byRound.keySet).map(r => r -> handedToSpark(log.filesOf(r)))
+      listedFor = Some(round)
     }
-    byRound = byRound.filter { case (r, _) => logged.contains(r) } ++ logged.collect {
-      case (r, files) if !byRound.contains(r) => r -> handedToSpark(files)
-    }
-    byRound.values
+    byRound.collect { case (r, logged) if r < round => logged }
   }
 }
 private[sparkkafkashare] object DeliveredRecordsIndex {

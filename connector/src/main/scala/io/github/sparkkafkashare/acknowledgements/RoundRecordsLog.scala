@@ -43,8 +43,9 @@ private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, Seq[FileSta
  * Files are small: a round holds at most what the consumers acquired in it, and the driver deletes
  * files whose records all lie below their share-partition start offset (never delivered again).
  *
- * Each task writes one file and lists the log once, so on an object store a round costs each task a
- * few requests (docs/benchmarks.md, "With the checkpoint on S3 (f)", gives the counts).
+ * Each task writes one file per part; an executor lists the log once a round, and the directory of
+ * each round it has not read, so on an object store a round costs each task a few requests
+ * (docs/benchmarks.md, "With the checkpoint on S3 (f)", gives the counts).
  */
 private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf: SerializableConfiguration)
   extends Serializable {
@@ -115,16 +116,22 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
         if (files.appearWhole) RemoteIterators.toList(fs.listFiles(root, true)).asScala.toSeq
         else fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(round => fs.listStatus(round.getPath))
       listed.flatMap(f => Parsing.long(f.getPath.getParent.getName).map(_ -> f)).groupBy(_._1).map {
-        case (round, inRound) =>
-          val named = inRound.map { case (_, f) => f.getPath.getName -> f }.toMap
-          val parts = named.toSeq.flatMap { case (name, f) => RoundRecordsLog.slotAndPart(name).map(_ -> f) }
-          val slots = parts.groupBy(_._1._1).map { case (slot, inSlot) => slot -> inSlot.sortBy(_._1._2).map(_._2) }
-          round -> RoundFiles(slots, named.get(ReleasedFileName))
+        case (round, inRound) => round -> RoundRecordsLog.roundFiles(inRound.map(_._2))
       }
     } catch {
       // Nothing logged yet, or a round was deleted while it was being listed: then list again.
       case _: FileNotFoundException => if (fs.exists(root)) rounds() else Map.empty
     }
+
+  /** The rounds the log holds files of: one listing of the log's own directory. */
+  def roundNumbers(): Set[Long] =
+    try fs.listStatus(root).toSeq.filter(_.isDirectory).flatMap(d => Parsing.long(d.getPath.getName)).toSet
+    catch { case _: FileNotFoundException => Set.empty }
+
+  /** One round's files: one listing; none if the round has no files, or was deleted meanwhile. */
+  def filesOf(round: Long): RoundFiles =
+    try RoundRecordsLog.roundFiles(fs.listStatus(new Path(root, round.toString)).toSeq)
+    catch { case _: FileNotFoundException => RoundFiles(Map.empty, None) }
 
   /** The records of each slot that wrote a file for `round`. */
   def read(round: Long): Map[Int, Seq[LoggedRecord]] = readParts(round).map { case (slot, parts) =>
@@ -133,9 +140,7 @@ private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf
 
   /** The records of each slot that wrote a file for `round`, each part in order. */
   def readParts(round: Long): Map[Int, Seq[Seq[LoggedRecord]]] =
-    rounds().get(round).fold(Map.empty[Int, Seq[Seq[LoggedRecord]]])(_.slots.map { case (slot, parts) =>
-      slot -> parts.map(readFile)
-    })
+    filesOf(round).slots.map { case (slot, parts) => slot -> parts.map(readFile) }
 
   /**
    * The records of `round`'s batch, by slot, each record once. Two slots' files can name one record:
@@ -221,6 +226,14 @@ private[sparkkafkashare] object RoundRecordsLog {
 
   /** The delivery count written for released records: the driver's marks do not carry it. */
   private val ReleasedMark = 0
+
+  /** A round's files, from the listing of its directory. */
+  private def roundFiles(inRound: Seq[FileStatus]): RoundFiles = {
+    val named = inRound.map(f => f.getPath.getName -> f).toMap
+    val parts = named.toSeq.flatMap { case (name, f) => slotAndPart(name).map(_ -> f) }
+    val slots = parts.groupBy(_._1._1).map { case (slot, inSlot) => slot -> inSlot.sortBy(_._1._2).map(_._2) }
+    RoundFiles(slots, named.get(ReleasedFileName))
+  }
 
   /** The slot and part a file of a round holds: `<slot>.json` is part 0, `<slot>.<part>.json` a later one. */
   private def slotAndPart(name: String): Option[(Int, Int)] =
