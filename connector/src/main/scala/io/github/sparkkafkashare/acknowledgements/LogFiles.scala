@@ -66,20 +66,35 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
         case e: IOException if conditionalWrites && fs.exists(target) =>
           logDebug(s"$target is there: ${e.getMessage}"); false
       }
-    } else {
-      val temporary = writeTemporary(target, content)
-      try {
-        beforeItAppears()
-        localFile match {
-          case Some(file) =>
-            try { Files.createLink(file(target).toPath, file(temporary).toPath); true }
-            catch {
-              case _: LinkTargetExists => false
-            }
-          case None => !fs.exists(target) && fs.rename(temporary, target)
-        }
-      } finally fs.delete(temporary, false) // still there unless renamed into place
+    } else localFile match {
+      case Some(file) => createFirstLocally(file(target).toPath, content, beforeItAppears)
+      case None =>
+        val temporary = writeTemporary(target, content)
+        try {
+          beforeItAppears()
+          !fs.exists(target) && fs.rename(temporary, target)
+        } finally fs.delete(temporary, false) // still there unless renamed into place
     }
+
+  /**
+   * [[createFirst]] on the local file system, through java.nio: Hadoop's local file system sets each
+   * new file's permissions by starting a `chmod` process where it has no native library, and writes a
+   * checksum file beside it, which cost a write more than the write itself (a part of an `after-log`
+   * round is one write).
+   */
+  private def createFirstLocally(
+      target: java.nio.file.Path,
+      content: Array[Byte],
+      beforeItAppears: () => Unit
+  ): Boolean = {
+    Files.createDirectories(target.getParent)
+    val temporary = Files.write(target.resolveSibling(s".${target.getFileName}.${UUID.randomUUID()}.tmp"), content)
+    try {
+      beforeItAppears()
+      try { Files.createLink(target, temporary); true }
+      catch { case _: LinkTargetExists => false }
+    } finally Files.deleteIfExists(temporary)
+  }
 
   /** Puts `content` in place of `target`, whatever is there. */
   def replace(target: Path, content: Array[Byte]): Unit =
