@@ -151,8 +151,9 @@ private[executor] final class SlotProtocol(
 
   /**
    * `after-log`: ACCEPTs the records of the round's current part, now that the records log holds
-   * them, and sends the acknowledgements. The round keeps them, accepted, for an evaluation of its
-   * batch again. Returns how many the consumer still held to ACCEPT.
+   * them, and waits for the answer: a next poll sent before it can find the group's lock limit still
+   * taken by them, come back empty and end the round early. The round keeps them, accepted, for an
+   * evaluation of its batch again. Returns how many the consumer still held to ACCEPT.
    */
   def acceptLogged(state: SlotState, round: Long, timeout: Duration): (SlotState, Int) = {
     val holding = holdingRound(state, round)
