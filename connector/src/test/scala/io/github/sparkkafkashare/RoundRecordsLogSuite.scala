@@ -130,6 +130,18 @@ class RoundRecordsLogSuite extends AnyFunSuite {
     assert(index.deliveredBefore(4, candidates) == Set(RecordCoordinates("t", 0, 2)))
   }
 
+  test("the index takes a part this JVM logged as logged, without reading its file back") {
+    val log = newLog()
+    val index = new DeliveredRecordsIndex(log)
+    write(log)(1, 0, Seq(record(0, 1)))
+    index.logged(1, 0, 0, Seq(record(0, 1)))
+    // Unreadable from here on: only what the index was told can answer.
+    Files.writeString(java.nio.file.Paths.get(log.dir, "1", "0.json"), "not a records file")
+    val candidates = Seq(record(0, 1), record(0, 2))
+    assert(index.loggedBy(1, Seq(0 -> 0), candidates) == Set(RecordCoordinates("t", 0, 1)))
+    assert(index.deliveredBefore(2, candidates) == Set(RecordCoordinates("t", 0, 1)))
+  }
+
   test("records user code released from a round's batch are not duplicates when they come back") {
     val log = newLog()
     val index = new DeliveredRecordsIndex(log)

@@ -10,7 +10,8 @@ package io.github.sparkkafkashare.acknowledgements
  * change but for the driver's pruning, which deletes only records Kafka never delivers again. So the
  * first check for a round lists the log and reads the rounds not read yet; the round's later checks
  * (its other slots on this executor, its other parts under `after-log`) list nothing. Rounds pruned
- * from the log are forgotten at the next listing.
+ * from the log are forgotten at the next listing. A part's file never changes once written, so the
+ * parts this JVM wrote or read are not read again.
  */
 private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog) {
   import DeliveredRecordsIndex.{ByCoordinates, byCoordinates, loggedIn}
@@ -19,6 +20,21 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
 
   /** The round whose earlier rounds `byRound` holds, each whole. */
   private var listedFor: Option[Long] = None
+
+  /** The parts of rounds not in `byRound` that this JVM wrote or read, by (round, slot, part). */
+  private val knownParts = new java.util.concurrent.ConcurrentHashMap[(Long, Int, Int), Seq[LoggedRecord]]()
+
+  /** The slot's `part` of `round` holds `records`: its file was written so, by this JVM or another. */
+  def logged(round: Long, slot: Int, part: Int, records: Seq[LoggedRecord]): Unit =
+    knownParts.put((round, slot, part), records)
+
+  /** The records of one part of a round, if it was written. */
+  private def partRecords(round: Long, slot: Int, part: Int): Option[Seq[LoggedRecord]] =
+    Option(knownParts.get((round, slot, part))).orElse {
+      val read = log.readPart(round, slot, part)
+      read.foreach(logged(round, slot, part, _))
+      read
+    }
 
   /** Those of `candidates` (polled records, as the round would log them) that a round before `round` handed to Spark. */
   def deliveredBefore(round: Long, candidates: Seq[LoggedRecord]): Set[RecordCoordinates] =
@@ -49,7 +65,7 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
 
     def loggedBy(parts: Seq[(Int, Int)], candidates: Seq[LoggedRecord]): Set[RecordCoordinates] = synchronized {
       parts.filterNot(read.contains).foreach { case p @ (slot, part) =>
-        log.readPart(round, slot, part).foreach { records =>
+        partRecords(round, slot, part).foreach { records =>
           records.foreach(r => byCoordinates(r.coordinates) = (r, p) :: byCoordinates.getOrElse(r.coordinates, Nil))
           read += p
         }
@@ -65,12 +81,18 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
     if (listedFor.forall(_ < round)) {
       val logged = log.roundNumbers().filter(_ < round)
       // A round's released file is written before its batch commits, so before any later round reads it.
-      def handedToSpark(round: RoundFiles): ByCoordinates = {
-        val released = round.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
-        byCoordinates(round.slots.values.flatten.flatMap(log.readFile).filterNot(r => released.contains(r.coordinates)))
+      def handedToSpark(round: Long, files: RoundFiles): ByCoordinates = {
+        val released = files.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
+        val records = files.slots.values.flatten.flatMap { file =>
+          RoundRecordsLog.slotAndPart(file.getPath.getName)
+            .flatMap { case (slot, part) => Option(knownParts.get((round, slot, part))) }
+            .getOrElse(log.readFile(file))
+        }
+        byCoordinates(records.filterNot(r => released.contains(r.coordinates)))
       }
       byRound = byRound.filter { case (r, _) => logged.contains(r) } ++
-        (logged -- byRound.keySet).map(r => r -> handedToSpark(log.filesOf(r)))
+        (logged -- byRound.keySet).map(r => r -> handedToSpark(r, log.filesOf(r)))
+      knownParts.keySet().removeIf(_._1 < round)
       listedFor = Some(round)
     }
     byRound.collect { case (r, logged) if r < round => logged }

@@ -236,7 +236,7 @@ private[sparkkafkashare] object RoundRecordsLog {
   }
 
   /** The slot and part a file of a round holds: `<slot>.json` is part 0, `<slot>.<part>.json` a later one. */
-  private def slotAndPart(name: String): Option[(Int, Int)] =
+  private[acknowledgements] def slotAndPart(name: String): Option[(Int, Int)] =
     Some(name).filter(_.endsWith(".json")).map(_.stripSuffix(".json").split('.')).collect {
       case Array(slot) => Parsing.int(slot).map(_ -> 0)
       case Array(slot, part) => for (s <- Parsing.int(slot); p <- Parsing.int(part).filter(_ > 0)) yield (s, p)

@@ -72,9 +72,7 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
         val kept = dropDelivered(round, records)
         val logged = loggedRecords(round, kept)
         if (logged.isEmpty) advance()
-        else if (
-          round.inRecordsLog(log.writeFirst(partition.round, partition.slot, logged, fence(partition), part)).nonEmpty
-        ) {
+        else if (round.inRecordsLog(logFirst(partition, logged, part)).nonEmpty) {
           ended = true
           rows = loggedFrom(part)
         } else {

@@ -55,7 +55,7 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
     val kept = dropDelivered(round, polled)
     // Even none: an evaluation of this round elsewhere must find none too.
     val logged = loggedRecords(round, kept)
-    round.inRecordsLog(log.writeFirst(partition.round, partition.slot, logged, fence(partition))) match {
+    round.inRecordsLog(logFirst(partition, logged, part = 0)) match {
       case None =>
         val others = round.inRecordsLog(loggedFirstElsewhere(partition, 0, logged))
         counts.add(_.deduplicated, others.size)
@@ -80,6 +80,26 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
     round.counts.add(_.deduplicated, delivered.size)
     round.counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTs these
     if (delivered.isEmpty) polled else round.acknowledging(round.slot.acceptDelivered(partition.round, delivered))
+  }
+
+  /**
+   * Logs `records` as the slot's `part` of its round unless an attempt logged that part first
+   * ([[RoundRecordsLog.writeFirst]]: None, or the records logged first), and tells this JVM's index
+   * what the part holds, so that it does not read the file back.
+   */
+  protected def logFirst(
+      partition: KafkaShareInputPartition,
+      records: Seq[LoggedRecord],
+      part: Int
+  ): Option[Seq[LoggedRecord]] = {
+    val first = log.writeFirst(partition.round, partition.slot, records, fence(partition), part)
+    DeliveredRecordsIndex.forRun(partition.runId, log).logged(
+      partition.round,
+      partition.slot,
+      part,
+      first.getOrElse(records)
+    )
+    first
   }
 
   /** Fails a write of the partition's round by an attempt that its query run no longer waits for. */
