@@ -79,7 +79,7 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
 
   private def handedToSparkBefore(round: Long): Iterable[ByCoordinates] = synchronized {
     if (listedFor.forall(_ < round)) {
-      val logged = log.roundNumbers().filter(_ < round)
+      val earlier = log.roundNumbers().filter(_ < round)
       // A round's released file is written before its batch commits, so before any later round reads it.
       def handedToSpark(round: Long, files: RoundFiles): ByCoordinates = {
         val released = files.released.toSeq.flatMap(log.readFile).map(_.coordinates).toSet
@@ -90,12 +90,12 @@ private[sparkkafkashare] final class DeliveredRecordsIndex(log: RoundRecordsLog)
         }
         byCoordinates(records.filterNot(r => released.contains(r.coordinates)))
       }
-      byRound = byRound.filter { case (r, _) => logged.contains(r) } ++
-        (logged -- byRound.keySet).map(r => r -> handedToSpark(r, log.filesOf(r)))
+      byRound = byRound.filter { case (r, _) => earlier.contains(r) } ++
+        (earlier -- byRound.keySet).map(r => r -> handedToSpark(r, log.filesOf(r)))
       knownParts.keySet().removeIf(_._1 < round)
       listedFor = Some(round)
     }
-    byRound.collect { case (r, logged) if r < round => logged }
+    byRound.collect { case (r, records) if r < round => records }
   }
 }
 private[sparkkafkashare] object DeliveredRecordsIndex {

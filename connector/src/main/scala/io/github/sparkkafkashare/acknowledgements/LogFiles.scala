@@ -79,8 +79,8 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
   /**
    * [[createFirst]] on the local file system, through java.nio: Hadoop's local file system sets each
    * new file's permissions by starting a `chmod` process where it has no native library, and writes a
-   * checksum file beside it, which cost a write more than the write itself (a part of an `after-log`
-   * round is one write).
+   * checksum file beside it, which took most of a write's time (and a part of an `after-log` round
+   * is one write).
    */
   private def createFirstLocally(
       target: java.nio.file.Path,
