@@ -45,6 +45,9 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
     case _ => None
   }
 
+  /** [[localFile]] where the store is Hadoop's own local file system (not one of a scheme of its own over it). */
+  private val plainLocalFile = localFile.filter(_ => fs.getUri.getScheme == "file")
+
   /**
    * Creates `target` holding `content` unless a file is there; returns whether this call created it.
    *
@@ -66,35 +69,20 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
         case e: IOException if conditionalWrites && fs.exists(target) =>
           logDebug(s"$target is there: ${e.getMessage}"); false
       }
-    } else localFile match {
-      case Some(file) => createFirstLocally(file(target).toPath, content, beforeItAppears)
-      case None =>
-        val temporary = writeTemporary(target, content)
-        try {
-          beforeItAppears()
-          !fs.exists(target) && fs.rename(temporary, target)
-        } finally fs.delete(temporary, false) // still there unless renamed into place
+    } else {
+      val temporary = writeTemporary(target, content)
+      try {
+        beforeItAppears()
+        localFile match {
+          case Some(file) =>
+            try { Files.createLink(file(target).toPath, file(temporary).toPath); true }
+            catch {
+              case _: LinkTargetExists => false
+            }
+          case None => !fs.exists(target) && fs.rename(temporary, target)
+        }
+      } finally fs.delete(temporary, false) // still there unless renamed into place
     }
-
-  /**
-   * [[createFirst]] on the local file system, through java.nio: Hadoop's local file system sets each
-   * new file's permissions by starting a `chmod` process where it has no native library, and writes a
-   * checksum file beside it, which took most of a write's time (and a part of an `after-log` round
-   * is one write).
-   */
-  private def createFirstLocally(
-      target: java.nio.file.Path,
-      content: Array[Byte],
-      beforeItAppears: () => Unit
-  ): Boolean = {
-    Files.createDirectories(target.getParent)
-    val temporary = Files.write(target.resolveSibling(s".${target.getFileName}.${UUID.randomUUID()}.tmp"), content)
-    try {
-      beforeItAppears()
-      try { Files.createLink(target, temporary); true }
-      catch { case _: LinkTargetExists => false }
-    } finally Files.deleteIfExists(temporary)
-  }
 
   /** Puts `content` in place of `target`, whatever is there. */
   def replace(target: Path, content: Array[Byte]): Unit =
@@ -118,12 +106,23 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
     out.close()
   }
 
-  /** A file beside `target`, holding `content`, to be put in place whole. */
+  /**
+   * A file beside `target`, holding `content`, to be put in place whole. On the local file system
+   * itself it is written through java.nio: Hadoop's local file system sets each new file's
+   * permissions by starting a `chmod` process where it has no native library, and writes a checksum
+   * file beside it, which took most of a write's time (and a part of an `after-log` round is one write).
+   */
   private def writeTemporary(target: Path, content: Array[Byte]): Path = {
     val temporary = new Path(target.getParent, s".${target.getName}.${UUID.randomUUID()}.tmp")
-    val out = fs.create(temporary, true)
-    try out.write(content)
-    finally out.close()
+    plainLocalFile match {
+      case Some(file) =>
+        Files.createDirectories(file(target.getParent).toPath)
+        Files.write(file(temporary).toPath, content)
+      case None =>
+        val out = fs.create(temporary, true)
+        try out.write(content)
+        finally out.close()
+    }
     temporary
   }
 }
