@@ -17,10 +17,13 @@ TOOL = str(REPO / "dev" / "kafka-tool")
 
 @dataclass(frozen=True)
 class Kafka:
-    """The broker the bench runs against, and the size of the records make_topic writes to it."""
+    """The broker the bench runs against, and the records make_topic writes to it: their size, and
+    the producer's record batches (`batch.size`), which Kafka's share-partitions acquire and count
+    whole."""
 
     bootstrap_servers: str
     record_size: int
+    record_batch_bytes: int
 
 
 def broker_version() -> str:
@@ -66,7 +69,7 @@ def make_topic(kafka: Kafka, partitions: int, records: int) -> str:
         "--command-property",
         "linger.ms=20",
         "--command-property",
-        "batch.size=262144",
+        f"batch.size={kafka.record_batch_bytes}",
     )
     return topic
 

@@ -19,6 +19,12 @@ def parse_args(description: str | None) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=int(os.environ.get("BENCH_RECORDS", "1000000")))
     parser.add_argument("--record-size", type=int, default=200)
     parser.add_argument(
+        "--record-batch-bytes",
+        type=int,
+        default=262144,
+        help="the producer's batch.size for the bench's topics (Kafka's default is 16384)",
+    )
+    parser.add_argument(
         "--work-records",
         type=int,
         default=int(os.environ.get("BENCH_WORK_RECORDS", "20000")),

@@ -23,7 +23,7 @@ def main(description: str | None) -> None:
     """Runs the bench as the command line asks; `description` heads `--help`."""
     args = parse_args(description)
     sections = set(args.sections.split(","))
-    kafka = Kafka(args.bootstrap_servers, args.record_size)
+    kafka = Kafka(args.bootstrap_servers, args.record_size, args.record_batch_bytes)
     jars = [args.jar, *sbt_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")]
     s3 = S3Emulator() if "objectstore" in sections else None
     if s3:
@@ -73,6 +73,7 @@ def main(description: str | None) -> None:
     meta = {
         "records": args.records,
         "record_size": args.record_size,
+        "record_batch_bytes": args.record_batch_bytes,
         "work_records": args.work_records,
         "s3_records": args.s3_records,
         "sections": sorted(sections),

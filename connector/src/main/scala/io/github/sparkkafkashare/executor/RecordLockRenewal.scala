@@ -1,6 +1,7 @@
 package io.github.sparkkafkashare.executor
 
 import java.time.Duration
+import java.util.concurrent.TimeUnit
 
 import scala.jdk.CollectionConverters._
 
@@ -13,6 +14,24 @@ import org.apache.spark.internal.Logging
 private[executor] object RecordLockRenewal extends Logging {
   private val RenewTimeout = Duration.ofSeconds(10)
   private val RenewPollInterval = Duration.ofMillis(20)
+
+  /** Renews the locks of `records` ([[renew]]) once half their duration has passed, where the group allows renewal. */
+  def renewIfDue(
+      consumer: ShareConsumerClient,
+      slot: Int,
+      records: HeldRecords,
+      limits: GroupLimits,
+      outcomes: AcknowledgementOutcomes
+  ): HeldRecords =
+    if (
+      limits.renewAllowed && records.size > 0 &&
+      System.nanoTime() - records.lockedSinceNanos > lockNanos(consumer, limits) / 2
+    ) renew(consumer, slot, records, outcomes)
+    else records
+
+  /** How long the consumer's records stay locked: as its broker said, else as the group's config says. */
+  def lockNanos(consumer: ShareConsumerClient, limits: GroupLimits): Long =
+    TimeUnit.MILLISECONDS.toNanos(consumer.acquisitionLockTimeoutMs.getOrElse(limits.lockDurationMs))
 
   /**
    * Renews the locks of `records`, which `consumer` holds, under its slot's consumer lock. Kafka

@@ -1,7 +1,6 @@
 package io.github.sparkkafkashare.executor
 
 import java.time.Duration
-import java.util.concurrent.TimeUnit
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -62,15 +61,7 @@ private[executor] final class SlotProtocol(
       if (notHeld > 0) lostHold(held.round, notHeld, held.size)
       Settlement(accepted, released, rejected)
     }
-    val next = state match {
-      case s: Holding => Idle(facts, s.ahead)
-      case s: Stopped => s.copy(facts = facts, round = None)
-      case s: Idle => s.copy(facts = facts)
-      case s: TurnedAway => s.copy(facts = facts)
-      case s: Refused => s.copy(facts = facts)
-      case s: Closed => s.copy(facts = facts)
-    }
-    (next, settlement)
+    (state.settled(facts), settlement)
   }
 
   /**
@@ -106,8 +97,7 @@ private[executor] final class SlotProtocol(
         polledState match {
           case away: TurnedAway => (away, java.util.List.of())
           case idle: Idle =>
-            val locked =
-              if (renewDue(polled, limits)) RecordLockRenewal.renew(client, slot, polled, outcomes) else polled
+            val locked = RecordLockRenewal.renewIfDue(client, slot, polled, limits, outcomes)
             // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
             logDebug(s"Slot $slot, round $round: acquired ${locked.size} records")
             (Holding(idle.facts, locked.copy(round = round, hidden = Set.empty, unlocked = Nil)), locked.records)
@@ -138,9 +128,7 @@ private[executor] final class SlotProtocol(
       case None => polls.untilRecords(Idle(holding.facts), timeout)
     }
     // A consumer that joined is not turned away; should it be, the round ends with the parts it has.
-    val locked =
-      if (polled.size > 0 && renewDue(polled, limits)) RecordLockRenewal.renew(client, slot, polled, outcomes)
-      else polled
+    val locked = RecordLockRenewal.renewIfDue(client, slot, polled, limits, outcomes)
     val held = holding.held.copy(
       records = locked.records,
       lockedSinceNanos = locked.lockedSinceNanos,
@@ -259,7 +247,8 @@ private[executor] final class SlotProtocol(
     val takenIn = state match {
       case s @ (_: Idle | _: Holding)
           if s.round.forall(_.size == 0) && s.ahead.isEmpty && facts.dating.fetching &&
-            facts.subscribed.nonEmpty && now - facts.dating.takenInAtNanos > lockNanos(limits) / 4 =>
+            facts.subscribed.nonEmpty &&
+            now - facts.dating.takenInAtNanos > RecordLockRenewal.lockNanos(client, limits) / 4 =>
         val idle = Idle(facts.copy(dating = facts.dating.copy(takenInAtNanos = now)))
         polls.pollOnce(idle, Duration.ZERO) match {
           case (away: TurnedAway, _) => away
@@ -273,8 +262,7 @@ private[executor] final class SlotProtocol(
         }
       case s => s
     }
-    def renewed(records: HeldRecords) =
-      if (renewDue(records, limits)) RecordLockRenewal.renew(client, slot, records, outcomes) else records
+    def renewed(records: HeldRecords) = RecordLockRenewal.renewIfDue(client, slot, records, limits, outcomes)
     takenIn match {
       case s: Holding => s.copy(held = renewed(s.held), ahead = s.ahead.map(renewed))
       case s: Idle => s.copy(ahead = s.ahead.map(renewed))
@@ -317,12 +305,7 @@ private[executor] final class SlotProtocol(
 
   private def releaseAhead(state: SlotState): SlotState = {
     state.ahead.foreach(ahead => acknowledgeAll(ahead.round, ahead.records, AcknowledgeType.RELEASE))
-    state match {
-      case s: Idle => s.copy(ahead = None)
-      case s: Holding => s.copy(ahead = None)
-      case s: Stopped => s.copy(ahead = None)
-      case s => s
-    }
+    state.withoutAhead
   }
 
   private def holdingRound(state: SlotState, round: Long): Holding = state match {
@@ -358,11 +341,6 @@ private[executor] final class SlotProtocol(
       "locks lost, and the group delivers them again.")
   }
 
-  private def renewDue(records: HeldRecords, limits: GroupLimits): Boolean = limits.renewAllowed && records.size > 0 &&
-    System.nanoTime() - records.lockedSinceNanos > lockNanos(limits) / 2
-
-  private def lockNanos(limits: GroupLimits): Long =
-    TimeUnit.MILLISECONDS.toNanos(client.acquisitionLockTimeoutMs.getOrElse(limits.lockDurationMs))
 }
 
 private[executor] object SlotProtocol {

@@ -29,6 +29,24 @@ private[executor] sealed trait SlotState {
 
   /** Whether it polls no more. */
   def ended: Boolean = true
+
+  /** This state once what it holds of a round is settled, knowing `facts`. */
+  def settled(facts: SlotFacts): SlotState = this match {
+    case s: SlotState.Holding => SlotState.Idle(facts, s.ahead)
+    case s: SlotState.Stopped => s.copy(facts = facts, round = None)
+    case s: SlotState.Idle => s.copy(facts = facts)
+    case s: SlotState.TurnedAway => s.copy(facts = facts)
+    case s: SlotState.Refused => s.copy(facts = facts)
+    case s: SlotState.Closed => s.copy(facts = facts)
+  }
+
+  /** This state once what it took in ahead is released. */
+  def withoutAhead: SlotState = this match {
+    case s: SlotState.Idle => s.copy(ahead = None)
+    case s: SlotState.Holding => s.copy(ahead = None)
+    case s: SlotState.Stopped => s.copy(ahead = None)
+    case s => s
+  }
 }
 
 private[executor] object SlotState {
