@@ -141,12 +141,14 @@ test-compat-oldest: $(WHEEL) kafka-up
 # coordinator or the active controller killed, a rolling restart), under none and two-phase-commit;
 # the test module starts the cluster (KAFKA_LOCAL_BROKERS=3 dev/kafka-local/kafka-local) and stops it.
 test-cluster: $(JAR) kafka-up
-	$(VENV)/bin/pytest -s integration-tests/test_cluster_faults.py
+	PYTHONPATH=python $(VENV)/bin/pytest -s integration-tests/test_cluster_faults.py
 
 # Every case of the fault-injection matrix, and of a standalone Spark cluster's lost workers; prints the
 # table docs/delivery-guarantees.md shows.
+# PYTHONPATH: the tests that drain in the test's own Spark session import spark_kafka_share from this
+# checkout (make test collects python/tests, which puts it on the path).
 fault-matrix: $(JAR) kafka-up
-	$(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
+	PYTHONPATH=python $(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
 
 # ScalaTest runs beside pytest, against its own broker: its broker suites mostly wait out lock and poll
 # windows (about 2 minutes of CPU in 8), so the two share 2 cores at little cost; at a lower CPU
