@@ -340,7 +340,6 @@ private[executor] final class SlotProtocol(
     logWarning(s"Slot $slot: the consumer no longer holds $notHeld of the $of records $which; they count as " +
       "locks lost, and the group delivers them again.")
   }
-
 }
 
 private[executor] object SlotProtocol {
