@@ -153,7 +153,8 @@ fault-matrix: $(JAR) kafka-up
 # ScalaTest runs beside pytest, against its own broker: its broker suites mostly wait out lock and poll
 # windows (about 2 minutes of CPU in 8), so the two share 2 cores at little cost; at a lower CPU
 # priority, since pytest is the longer of the two. Its output goes to target/test-scala.log, shown once
-# pytest has ended: whole if a suite failed, else its summary.
+# pytest has ended: whole if a suite failed, then its failed cases with their messages (the end of the
+# output is what a CI log shows first), else its summary.
 test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	@mkdir -p target
 	@echo "make test: ScalaTest runs beside pytest; its output goes to target/test-scala.log"
@@ -161,6 +162,8 @@ test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	$(PYTEST_OF_MAKE_TEST); pytest=$$?; \
 	wait $$scala; scala=$$?; \
 	if [ $$scala -ne 0 ]; then cat target/test-scala.log; \
+	  echo "ScalaTest's failed cases (target/test-scala.log):"; \
+	  grep -E -A4 '\*\*\* (FAILED|ABORTED) \*\*\*' target/test-scala.log | grep -E '^\[info\]|^--'; \
 	else grep -E '^\[info\] (Run completed|Tests: |All tests passed)' target/test-scala.log; fi; \
 	[ $$pytest -eq 0 ] && [ $$scala -eq 0 ]
 

@@ -50,6 +50,8 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
 
   /**
    * Creates `target` holding `content` unless a file is there; returns whether this call created it.
+   * False can also mean that it did: a conditional write the client retries (its answer lost on the
+   * way) is refused by its own first try. Callers take the file's content as the outcome, not this.
    *
    * @param beforeItAppears throws if the file must not appear after all: called last before it does
    */
