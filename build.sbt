@@ -254,7 +254,8 @@ lazy val providerHandlers = project
 // supervised-driver- names its jar). Java, built against Spark 4.3 for Spark 4 and against Spark 3.5 for
 // Spark 3.5 (supervisedDriverSpark35): the streaming writer's builder methods return another type in each.
 // Not published.
-val supervisedDriverSettings: Seq[Setting[_]] = Seq(
+/** The integration tests' own Java jars: no Scala library, no cross paths, not published. */
+val integrationJavaSettings: Seq[Setting[_]] = Seq(
   publish / skip := true,
   crossPaths := false,
   autoScalaLibrary := false,
@@ -264,7 +265,7 @@ val supervisedDriverSettings: Seq[Setting[_]] = Seq(
 
 lazy val supervisedDriver = project
   .in(file("integration-tests/supervised-driver"))
-  .settings(supervisedDriverSettings)
+  .settings(integrationJavaSettings)
   .settings(
     name := "supervised-driver",
     sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
@@ -273,12 +274,25 @@ lazy val supervisedDriver = project
 
 lazy val supervisedDriverSpark35 = project
   .in(file("integration-tests/supervised-driver/spark-3.5"))
-  .settings(supervisedDriverSettings)
+  .settings(integrationJavaSettings)
   .settings(
     name := "supervised-driver-spark35",
     scalaVersion := "2.12.18",
     Compile / unmanagedSourceDirectories := Seq((supervisedDriver / Compile / javaSource).value),
     libraryDependencies += "org.apache.spark" %% "spark-sql" % spark35Version % Provided
+  )
+
+// A Hadoop file system whose first write of an after-log part past a round's first fails, once: the
+// fault matrix's after-log case of a task that fails between a part's poll and its write
+// (dev/sbt-classpath faultInjection fault-injection-). Java, against the Hadoop of pyspark's jars.
+// Not published.
+lazy val faultInjection = project
+  .in(file("integration-tests/fault-injection"))
+  .settings(integrationJavaSettings)
+  .settings(
+    name := "fault-injection",
+    sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
+    Compile / unmanagedJars ++= (sparkJarsDir.value * "*.jar").classpath
   )
 
 lazy val root = project

@@ -230,6 +230,33 @@ def test_a_task_or_an_executor_fails_mid_batch(
     assert_and_record(kafka, topic, group, strategy, name, expected, got, dup_ok=strategy == "none")
 
 
+def test_after_log_a_task_failing_between_a_parts_poll_and_its_write_is_retried_elsewhere(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """after-log: the first round with records logs its first part and polls the next, whose write the
+    checkpoint's store fails. Spark retries the task on the other executor (excludeOnFailure), which
+    ends the round where its logged parts end and reads them back. The failed attempt's consumer still
+    holds the part it never logged, which no sink saw: it must RELEASE it, not ACCEPT it with the
+    committed round."""
+    expected = values(2_000)
+    topic = kafka.topic_with(expected, partitions=1, key=str)
+    job = (*strategy_flags("after-log"), "--sink", "skip", "--parallelism", "1")
+    # Rounds of 200 records in parts of 50.
+    job += ("--max-records-per-trigger", "200", "--option", "kafka.max.poll.records=50")
+    job += ("--option", "kafka.share.acquire.mode=record_limit")
+    retried_elsewhere = ("--spark-conf", "spark.excludeOnFailure.enabled=true")
+    fault = ("--master", "local-cluster[2,1,1024]", *retried_elsewhere, "--fault", "part-write-failure")
+    assert run_drain_job(topic, group, tmp_path, *job, *fault) == 0
+    assert (tmp_path / "out" / "part-write-failure-injected").exists(), "no part's write failed"
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert int(metrics["recordsReplayed"]) > 0, f"the retry did not read the logged parts back: {metrics}"
+    # Drains what came back after the run ended.
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *job) == 0
+    got = [value for value, _ in drained_rows(tmp_path)]
+    fault_name = "task fails between a part's poll and its write, retried elsewhere"
+    assert_and_record(kafka, topic, group, "after-log", fault_name, expected, got, dup_ok=False)
+
+
 LOCK_MS = 3000
 
 

@@ -46,7 +46,15 @@ import processes
 import pyspark
 import sinks
 from executor_moves import evaluate_again_elsewhere, executor_pid, occupy_an_executor
-from faults import hold_for_executor_loss, kill_driver, pause_jvm, slowly, with_fault
+from faults import (
+    FAILING_STORE_SCHEME,
+    hold_for_executor_loss,
+    kill_driver,
+    part_write_failure,
+    pause_jvm,
+    slowly,
+    with_fault,
+)
 from processes import first_time
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
@@ -81,10 +89,11 @@ parser.add_argument(
 )
 parser.add_argument(
     "--fault",
-    choices=["task-failure", "executor-kill"],
+    choices=["task-failure", "executor-kill", "part-write-failure"],
     help="in the first batch with records: task-failure fails task attempts (run with a master that retries "
     "tasks, such as local[2,2]); executor-kill SIGKILLs the executor JVM of one of its tasks "
-    "(local-cluster[...])",
+    "(local-cluster[...]); part-write-failure fails the checkpoint's first write of an after-log part past a "
+    "round's first, so its task fails between the part's poll and its write (faults.part_write_failure)",
 )
 parser.add_argument(
     "--task-failures",
@@ -199,12 +208,16 @@ def application(args: argparse.Namespace) -> SparkSession:
     extra_jars = [jar for spec in args.sbt_jars for jar in sbt_project_jars(*spec.split("=", 1))]
     if args.sink == "kafka":  # Spark's own kafka source (and sink)
         extra_jars += sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")
+    confs = dict(conf.split("=", 1) for conf in args.spark_conf)
+    if args.fault == "part-write-failure":
+        extra_jars += sbt_project_jars("faultInjection", "fault-injection-")
+        confs.update(part_write_failure(Path(args.out)))
     spark = (
         SparkSession.builder.master(args.master)
         .config("spark.jars", ",".join([args.jar, *extra_jars]))
         .config("spark.executor.memory", "900m")
         .config("spark.ui.enabled", "false")
-        .config(map=dict(conf.split("=", 1) for conf in args.spark_conf))
+        .config(map=confs)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -238,7 +251,7 @@ class DrainRun:
             timer.start()
             batch.select(slowly(F.col("value").cast("string"))).collect()
             timer.cancel()
-        if args.fault:
+        if args.fault in ("task-failure", "executor-kill"):
             failing = with_fault(out, args.fault, args.task_failures)
             batch.select(failing(F.col("value").cast("string"))).collect()
         if args.pause_jvm_s and batch.count() > 0 and first_time(out, "jvm-paused"):
@@ -314,7 +327,10 @@ class DrainRun:
         args, out = self.args, self.out
         share_records = self.share_records()
         writer = share_records.writeStream.foreachBatch(self.sink)
-        writer = writer.option("checkpointLocation", args.checkpoint)
+        checkpoint = args.checkpoint
+        if args.fault == "part-write-failure":  # the same directory, through the failing store
+            checkpoint = f"{FAILING_STORE_SCHEME}://{Path(checkpoint).resolve()}"
+        writer = writer.option("checkpointLocation", checkpoint)
         if args.sink == "kafka":
             query = run_into_kafka(
                 share_records,

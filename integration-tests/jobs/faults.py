@@ -1,7 +1,8 @@
 """What the fault tests (test_driver_kill.py, test_fault_matrix.py, test_delivery.py,
 test_lock_renewal.py, test_standalone_cluster.py) do to a drain application: kill its driver at a stage
-of a batch, fail task attempts or kill an executor while a batch is read, stop the driver's JVM past
-the records' locks, hold a batch in the sink while the test takes an executor away."""
+of a batch, fail task attempts or kill an executor while a batch is read, fail a write of the
+checkpoint's records log, stop the driver's JVM past the records' locks, hold a batch in the sink while
+the test takes an executor away."""
 
 from __future__ import annotations
 
@@ -29,6 +30,22 @@ def kill_driver(spark: SparkSession, out: Path, once_exists: str | None) -> NoRe
             time.sleep(0.2)
     os.kill(driver_jvm_pid(spark), signal.SIGKILL)
     os._exit(137)
+
+
+# The scheme of the checkpoint store that fails one write (integration-tests/fault-injection).
+FAILING_STORE_SCHEME = "faulty"
+
+
+def part_write_failure(out: Path) -> dict[str, str]:
+    """The Spark confs of a checkpoint store (the local disk under the scheme `faulty`) whose first
+    write of an after-log part past a round's first fails, once in the application: the task that
+    polled the part fails before it logs it. `<out>/part-write-failure-injected` records that it did."""
+    return {
+        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.impl": "example.faults.PartWriteFailingFileSystem",
+        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.failed-marker": str(
+            out.resolve() / "part-write-failure-injected"
+        ),
+    }
 
 
 def pause_jvm(spark: SparkSession, seconds: float) -> None:

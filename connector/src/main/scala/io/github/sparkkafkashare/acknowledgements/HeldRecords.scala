@@ -26,6 +26,9 @@ import org.apache.kafka.common.TopicPartition
  *                         again under its name reuses its offsets, so the records log tells records apart by it
  * @param accepted         records of earlier parts of the round, ACCEPTed once logged (`after-log`): every
  *                         evaluation of the round returns them first, and nothing is left to acknowledge
+ * @param inParts          the round is logged in parts, each ACCEPTed once logged, before its rows leave the
+ *                         task (`after-log`): records still held when it settles are of a part no attempt
+ *                         logged (its task failed between the poll and the write), which no batch read
  */
 private[sparkkafkashare] final case class HeldRecords(
     round: Long,
@@ -34,7 +37,8 @@ private[sparkkafkashare] final case class HeldRecords(
     hidden: Set[RecordCoordinates] = Set.empty,
     unlocked: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil,
     topicIds: Map[TopicPartition, String] = Map.empty,
-    accepted: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil
+    accepted: Seq[ConsumerRecord[Array[Byte], Array[Byte]]] = Nil,
+    inParts: Boolean = false
 ) {
 
   /** What the round hands to Spark. */
@@ -47,9 +51,11 @@ private[sparkkafkashare] final case class HeldRecords(
    * RELEASE, so the group redelivers them. Also RELEASE when the marks are of a later round
    * (explicit mode): no task of this slot ran in the round after this one, which carried this
    * round's marks, and an ACCEPT could undo a RELEASE user code asked for (a redelivery at worst).
+   * A round `inParts` RELEASEs what it still holds whatever its batch did: no batch read it.
    */
   def settlement(committedThrough: Long, marks: AcknowledgementMarks, r: ConsumerRecord[_, _]): AcknowledgeType =
-    if (round <= committedThrough && marks.round <= round) marks.forRecord(round, r) else AcknowledgeType.RELEASE
+    if (!inParts && round <= committedThrough && marks.round <= round) marks.forRecord(round, r)
+    else AcknowledgeType.RELEASE
 
   def size: Int = records.size()
 

@@ -103,17 +103,26 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
       )
   }
 
+  /**
+   * The round as sealed. If it is what the slot holds, the held rows, once the part the slot polled
+   * last is ACCEPTed: an attempt can fail after that part's write and before its ACCEPT, and the
+   * round hands no record to Spark unACCEPTed (at settlement it RELEASEs what it still holds).
+   */
   override def heldAgain(
       round: SlotRound,
       held: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]
   ): Iterator[InternalRow] = {
-    val logged =
-      round.inRecordsLog(batch(
-        round.partition,
-        log.seal(round.partition.round, round.partition.slot, fence(round.partition))
-      ))
-    if (logged.map(_.coordinates).toSet == held.asScala.map(RecordCoordinates.of).toSet) round.rows(held)
-    else readBackInstead(round, logged)
+    val (partition, slot) = (round.partition, round.slot)
+    val logged = round.inRecordsLog(batch(partition, log.seal(partition.round, partition.slot, fence(partition))))
+    if (logged.map(_.coordinates).toSet == held.asScala.map(RecordCoordinates.of).toSet) {
+      if (slot.heldCount(partition.round) > 0) {
+        round.counts.add(
+          _.accepted,
+          round.acknowledging(slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
+        )
+      }
+      round.rows(held)
+    } else readBackInstead(round, logged)
   }
 
   /** Where the slot logged a part of the round: its records, once no attempt can add a part. */

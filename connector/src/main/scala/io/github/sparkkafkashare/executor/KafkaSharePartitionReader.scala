@@ -78,7 +78,12 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
           // a consumer joined in as showing partitions empty; one the full group turned away never joined.
           val joins = slot.joinsWithNextPoll(partition.topics)
           val polled = counts.timed(_.pollNanos)(
-            slot.pollRound(partition.round, partition.topics, Duration.ofMillis(partition.pollTimeoutMs))
+            slot.pollRound(
+              partition.round,
+              partition.topics,
+              Duration.ofMillis(partition.pollTimeoutMs),
+              inParts = partition.afterLog.isDefined
+            )
           )
           if (joins && !slot.turnedAwayAsGroupFull) counts.add(_.joined, 1)
           val slotRound = new SlotRound(partition, slot, counts)

@@ -201,6 +201,10 @@ private[sparkkafkashare] object RecordsLogPath {
       case Right(()) =>
     }
 
+  /** What becomes of records a task polled and could not log: no batch reads them (`HeldRecords.inParts`). */
+  private val NotLoggedRecords =
+    "no batch reads them, and the consumer releases them when its slot settles next or closes."
+
   /**
    * Whether a task may log `round` by what the driver said of its run, or why not. A driver that does
    * not know the run at all (another copy of the connector answers) cannot say, and the write goes ahead.
@@ -210,9 +214,9 @@ private[sparkkafkashare] object RecordsLogPath {
     case RunLookUp.Unknown => Right(())
     case RunLookUp.Running(state) => Left(
         s"Slot $slot, round $round: query run $runId committed through round " +
-          s"${state.committedThrough}, so this late attempt's records are not logged; its consumer gives them back to the group."
+          s"${state.committedThrough}, so this late attempt's records are not logged; $NotLoggedRecords"
       )
     case ended => Left(s"Slot $slot, round $round: query run $runId is not running ($ended), so its records are not " +
-        "logged; its consumer gives them back to the group.")
+        s"logged; $NotLoggedRecords")
   }
 }

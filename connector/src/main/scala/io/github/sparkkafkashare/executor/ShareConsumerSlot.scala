@@ -155,9 +155,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   def pollRound(
       round: Long,
       topics: Set[String],
-      timeout: Duration
+      timeout: Duration,
+      inParts: Boolean = false
   ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    transition(protocol.pollRound(_, round, topics, timeout, limits))
+    transition(protocol.pollRound(_, round, topics, timeout, limits, inParts))
 
   /** [[SlotProtocol.pollPart]], with the group's configs the last task brought. */
   def pollPart(round: Long, timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =

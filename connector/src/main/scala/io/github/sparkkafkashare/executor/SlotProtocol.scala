@@ -70,13 +70,15 @@ private[executor] final class SlotProtocol(
    * Records taken in ahead are the round's records, without a poll. Records that may have waited in
    * the client for half their lock are renewed first; those whose renewal fails are left out (not
    * handed to Spark yet). A consumer's first poll, which joins the group, waits [[SlotPolls.firstPollTimeout]].
+   * `inParts`: the round is logged in parts, each ACCEPTed once logged (`after-log`, [[HeldRecords.inParts]]).
    */
   def pollRound(
       state: SlotState,
       round: Long,
       topics: Set[String],
       timeout: Duration,
-      limits: GroupLimits
+      limits: GroupLimits,
+      inParts: Boolean
   ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
     case Refused(_, refusal) => throw refusal
     case s: Holding =>
@@ -84,7 +86,7 @@ private[executor] final class SlotProtocol(
     case s: Idle =>
       val subscribed = resubscribe(s, topics)
       if (topics.isEmpty) (
-        Holding(subscribed.facts, HeldRecords(round, new java.util.ArrayList(), System.nanoTime())),
+        Holding(subscribed.facts, HeldRecords(round, new java.util.ArrayList(), System.nanoTime(), inParts = inParts)),
         java.util.List.of()
       )
       else {
@@ -100,7 +102,8 @@ private[executor] final class SlotProtocol(
             val locked = RecordLockRenewal.renewIfDue(client, slot, polled, limits, outcomes)
             // Against the poll size the driver logs, this shows polls that came back short (docs/benchmarks.md, d).
             logDebug(s"Slot $slot, round $round: acquired ${locked.size} records")
-            (Holding(idle.facts, locked.copy(round = round, hidden = Set.empty, unlocked = Nil)), locked.records)
+            val held = locked.copy(round = round, hidden = Set.empty, unlocked = Nil, inParts = inParts)
+            (Holding(idle.facts, held), locked.records)
           case other => throw new IllegalStateException(s"slot $slot: a poll left it $other")
         }
       }

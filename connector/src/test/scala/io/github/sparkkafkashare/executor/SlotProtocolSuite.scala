@@ -121,7 +121,7 @@ class SlotProtocolSuite extends AnyFunSuite {
     "after-log, Holding to Holding: a part is ACCEPTed and sent once logged, and the round keeps handing it out"
   ) {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2), record(3))))
-    s.pollRound(9, Set("t"), second)
+    s.pollRound(9, Set("t"), second, inParts = true)
     assert(offsets(s.hide(9, Set(RecordCoordinates("t", 0, 2)))) == Seq(1, 3))
     intercept[IllegalStateException](s.pollPart(9, second)) // the part is neither logged nor accepted yet
     assert(s.acceptLogged(9, second) == 3, "a hidden record is logged by an earlier part: ACCEPTed too")
@@ -144,12 +144,22 @@ class SlotProtocolSuite extends AnyFunSuite {
 
   test("after-log: a part another attempt logged first is RELEASEd; the parts accepted before stay accepted") {
     val (s, c) = slot()(_.willPoll(Records(record(1)), Records(record(2))))
-    s.pollRound(10, Set("t"), second)
+    s.pollRound(10, Set("t"), second, inParts = true)
     s.acceptLogged(10, second)
     assert(offsets(s.pollPart(10, second)) == Seq(2))
     assert(offsets(s.releaseRound(10, second)) == Seq(2))
     assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1) && appliedOf(c, AcknowledgeType.RELEASE) == Seq(2))
     assert(!s.holds(10), "an evaluation again reads the round back from the log")
+  }
+
+  test("after-log: a part polled and never logged is RELEASEd when its round settles, though the round committed") {
+    val (s, c) = slot()(_.willPoll(Records(record(1)), Records(record(2), record(3))))
+    s.pollRound(11, Set("t"), second, inParts = true)
+    s.acceptLogged(11, second)
+    s.pollPart(11, second) // its task fails before the part's write: the retry elsewhere seals the round before it
+    assert(s.settle(committedThrough = 11, AcknowledgementMarks.None) == Settlement(0, 2, 0))
+    s.flush(second)
+    assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1) && appliedOf(c, AcknowledgeType.RELEASE) == Seq(2, 3))
   }
 
   test("Holding to Idle: a round the batch does not read is released and sent") {
