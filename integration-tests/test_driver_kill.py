@@ -141,6 +141,36 @@ def test_a_batch_to_re_run_whose_records_are_deleted_fails_saying_so_and_a_new_c
     assert_every_record_once(values(300, "b"), rows, kafka=kafka, group=group, topic=topic)
 
 
+def test_an_after_log_checkpoint_restarts_only_under_the_strategy_that_re_runs_its_batch(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """The driver dies after the sink wrote an after-log batch, whose records were ACCEPTed once logged.
+    A restart under checkpoint-dedup would re-run the batch empty, and the sink, which replaces a batch
+    id's output, would lose them: it is refused, saying what to do. The restart under two-phase-commit
+    (with the default accept point) re-runs it from the records log; once it has committed a batch, the
+    checkpoint takes checkpoint-dedup."""
+    expected = values(1_000)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
+    sink = ("--sink", "overwrite", *KILLED_DRIVER_LOCKS)
+    after_log = ("--strategy", "two-phase-commit", "--option", "kafka.share.acknowledge=after-log", *sink)
+    assert run_drain_job(topic, group, tmp_path, *after_log, "--kill-at", "sink-written") != 0
+    assert json.loads((tmp_path / "out" / "killed.json").read_text()), "killed before its sink saw a record"
+
+    dedup = ("--strategy", "checkpoint-dedup", *sink)
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *dedup) == 1
+    failure = (tmp_path / "out" / "failure.txt").read_text()
+    assert "[KAFKA_SHARE_CHECKPOINT_NEEDS_REPLAY]" in failure and "'two-phase-commit'" in failure, failure
+
+    later = values(300, prefix="later")
+    kafka.produce(topic, later, key=str)  # a batch after the re-run one, which commits it
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *sink, "--strategy", "two-phase-commit") == 0
+    last = values(200, prefix="last")
+    kafka.produce(topic, last, key=str)
+    assert drain_in_session(kafka.spark, topic, group, tmp_path, *dedup) == 0
+    got = [value for value, _ in drained_rows(tmp_path)]
+    assert_every_record_once(expected + later + last, got, kafka=kafka, group=group, topic=topic)
+
+
 def test_a_query_with_async_progress_tracking_into_kafka_killed_mid_stream_loses_nothing(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -160,6 +160,9 @@ private[sparkkafkashare] object KafkaShareErrors {
       "cause" -> describe(cause)
     )
 
+  def checkpointNeedsReplay(checkpoint: String, strategy: String): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_CHECKPOINT_NEEDS_REPLAY", null, "checkpoint" -> checkpoint, "strategy" -> strategy)
+
   def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 

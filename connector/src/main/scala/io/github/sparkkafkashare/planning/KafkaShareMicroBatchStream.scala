@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import io.github.sparkkafkashare
-  .acknowledgements.{AcknowledgementMarks, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
+  .acknowledgements.{AcknowledgementMarks, CheckpointAcceptPoint, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.executor.{AfterLogBudget, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, RedeliveryWarnings}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
@@ -56,6 +56,12 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   private val query = RunningStreamingQuery.of(session)
   options.exactlyOnceStrategy.refuseConflicting(
     ConflictingSparkSetting.asyncProgressTracking(query.exists(_.tracksProgressAsynchronously))
+  )
+  private val checkpointAcceptPoint = new CheckpointAcceptPoint(
+    checkpointLocation,
+    session.sessionState.newHadoopConf(),
+    options.acceptPoint,
+    options.exactlyOnceStrategy
   )
   private val admin = new ShareGroupAdmin(options.connection)
   private val group =
@@ -226,8 +232,9 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
    */
   private def replayPartitions(round: Long): Array[InputPartition] = {
     // After-log: a task of the run that first ran the round may still be polling, with records it ACCEPTs.
-    val logged = recordsLog.map(log => if (afterLog.isDefined) log.sealBatch(round) else log.readBatch(round))
-      .getOrElse(Map.empty)
+    val logged = recordsLog.map { log =>
+      if (checkpointAcceptPoint.reRunsAfterLog) log.sealBatch(round) else log.readBatch(round)
+    }.getOrElse(Map.empty)
     logInfo(s"Two-phase commit: round $round is re-run with the ${logged.values.map(_.size).sum} records it logged.")
     val slots = if (logged.isEmpty) Map(0 -> Seq.empty[LoggedRecord]) else logged
     slots.toSeq.sortBy(_._1).map { case (slot, records) =>
@@ -251,6 +258,7 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     val heldRounds = slotLocations.value.values.map(_.round).toSet
     marksByRound.keySet().removeIf(r => r < committedRound && !heldRounds.contains(r))
     QueryRunRegistry.publish(runId, RunState(committedRound, slotLocations.homes))
+    checkpointAcceptPoint.committed()
     pruneRecordsLog()
   }
 
