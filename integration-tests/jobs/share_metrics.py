@@ -12,8 +12,8 @@ def source_metrics(query: StreamingQuery) -> dict[str, str]:
 
 
 def acknowledged(metrics: dict[str, str]) -> int:
-    """Records the query's consumers acknowledged (ACCEPT or REJECT), after their batches committed,
-    less those whose acknowledgement Kafka did not apply: those come back after their lock, and are
-    acknowledged again (a consumer that lost their partition in a rebalance cannot apply them)."""
-    sent = int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))
-    return sent - int(metrics.get("acknowledgementsFailed", 0))
+    """Records the query's consumers acknowledged (ACCEPT or REJECT) and Kafka applied: the metrics
+    count an acknowledgement once the broker's answer says so. Those it did not apply come back after
+    their lock, and are acknowledged again (a consumer that lost their partition in a rebalance cannot
+    apply them)."""
+    return int(metrics.get("recordsAccepted", 0)) + int(metrics.get("recordsRejected", 0))

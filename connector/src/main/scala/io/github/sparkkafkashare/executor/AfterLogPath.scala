@@ -79,10 +79,7 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
           val others = round.inRecordsLog(loggedFirstElsewhere(partition, part, logged))
           round.counts.add(_.deduplicated, others.size)
           if (others.nonEmpty) slot.hide(partition.round, others)
-          round.counts.add(
-            _.accepted,
-            round.acknowledging(slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
-          )
+          round.acknowledging(slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
           part += 1
           taken += logged.size
           rows = round.rows(kept.asScala.filterNot(r => others.contains(RecordCoordinates.of(r))).asJava)
@@ -116,10 +113,7 @@ private[executor] final class AfterLogPath(log: RoundRecordsLog) extends Records
     val logged = round.inRecordsLog(batch(partition, log.seal(partition.round, partition.slot, fence(partition))))
     if (logged.map(_.coordinates).toSet == held.asScala.map(RecordCoordinates.of).toSet) {
       if (slot.heldCount(partition.round) > 0) {
-        round.counts.add(
-          _.accepted,
-          round.acknowledging(slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
-        )
+        round.acknowledging(slot.acceptLogged(partition.round, ShareConsumerPool.CloseTimeout))
       }
       round.rows(held)
     } else readBackInstead(round, logged)

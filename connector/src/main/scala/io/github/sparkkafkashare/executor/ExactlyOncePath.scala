@@ -69,8 +69,15 @@ private[executor] final class SlotRound(
   /** Runs `body`, a use of the checkpoint's records log, timing it as the task's records-log time. */
   def inRecordsLog[T](body: => T): T = counts.timed(_.recordsLogNanos)(body)
 
-  /** Runs `body`, which sends acknowledgements and waits for their answers, timing it. */
-  def acknowledging[T](body: => T): T = counts.timed(_.acknowledgeNanos)(body)
+  /**
+   * Runs `body`, which sends acknowledgements and waits for their answers, timing it, and counts what
+   * the broker answered (what it did not answer in time, the slot's next task counts).
+   */
+  def acknowledging[T](body: => T): T = {
+    val result = counts.timed(_.acknowledgeNanos)(body)
+    counts.addAll(slot.drainAcknowledgementEvents().byMetric)
+    result
+  }
 
   /** Counts what a poll of the slot acquired, and returns it. */
   def acquired(

@@ -107,9 +107,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
    */
   private def settle(slot: ShareConsumerSlot, here: String): Unit = {
     val settled = slot.settle(partition.committedThrough, partition.marks, atHome = partition.home.forall(_ == here))
-    counts.add(_.accepted, settled.accepted)
-    counts.add(_.released, settled.released)
-    counts.add(_.rejected, settled.rejected)
     counts.addAll(ShareConsumerPool.releaseLeftBehind(
       partition.runId,
       partition.homes,

@@ -55,8 +55,7 @@ private[executor] object RecordLockRenewal extends Logging {
       outcomes: AcknowledgementOutcomes
   ): HeldRecords = {
     val renewedAt = System.nanoTime()
-    val sent = records.records.asScala.filter(r => consumer.acknowledge(r, AcknowledgeType.RENEW))
-    outcomes.renewing(sent.map(RecordCoordinates.of))
+    val sent = records.records.asScala.filter(r => outcomes.acknowledge(consumer, r, AcknowledgeType.RENEW))
     val refused = commit(consumer, slot, RenewTimeout)
     val expected = refused.fold(Set.empty[RecordCoordinates]) { partitions =>
       sent.filterNot(r => partitions.contains(new TopicPartition(r.topic(), r.partition()))).map(RecordCoordinates.of).toSet
@@ -76,7 +75,7 @@ private[executor] object RecordLockRenewal extends Logging {
           logWarning(
             s"Slot $slot: a renewal's poll returned ${RecordCoordinates.of(r)}, which it did not renew; released."
           )
-          consumer.acknowledge(r, AcknowledgeType.RELEASE)
+          outcomes.acknowledge(consumer, r, AcknowledgeType.RELEASE)
         }
       }
       wait = RenewPollInterval

@@ -78,7 +78,6 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
       DeliveredRecordsIndex.forRun(partition.runId, log).deliveredBefore(partition.round, loggedRecords(round, polled))
     )
     round.counts.add(_.deduplicated, delivered.size)
-    round.counts.add(_.accepted, delivered.size) // acceptDelivered ACCEPTs these
     if (delivered.isEmpty) polled else round.acknowledging(round.slot.acceptDelivered(partition.round, delivered))
   }
 
@@ -140,7 +139,7 @@ private[executor] class RecordsLogPath(log: RoundRecordsLog) extends ExactlyOnce
     val (partition, slot, counts) = (round.partition, round.slot, round.counts)
     logWarning(s"Slot ${partition.slot}, round ${partition.round}: another evaluation of the batch logged other " +
       s"records than this consumer holds; those are released and the ${batch.size} logged ones read back.")
-    counts.add(_.released, round.acknowledging(slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout)).size)
+    round.acknowledging(slot.releaseRound(partition.round, ShareConsumerPool.CloseTimeout))
     val readBack = new KafkaShareReplayReader(
       partition.round,
       partition.slot,

@@ -196,8 +196,9 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
    * Releases what this JVM's consumers of a run hold for slots whose tasks now run on other
    * executors (`homes`); see [[ShareConsumerSlot.releaseLeftBehind]]. A consumer in use is skipped,
    * the calling task's own included (its lock is reentrant, so tryLock alone would take it): a task
-   * of its own slot settles it. Returns what to count for the run: the records released, what
-   * those consumers' acknowledgements and locks did since their slot's last task here, and what
+   * of its own slot settles it. Returns what to count for the run: what those consumers'
+   * acknowledgements and locks did since their slot's last task here (the releases the broker applied
+   * among them), and what
    * failed tasks of those slots counted here ([[keepUnreported]]), which the slot's next task here
    * was to report and may never come (the failed task's retry ran on another executor, and the slot
    * stayed there). Their acquisitions too: what a left-behind consumer holds goes back to the group,
@@ -221,8 +222,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
               logInfo(s"Released $released records the consumer of slot ${key.slot} held here: the slot now runs on " +
                 s"executor ${homes(key.slot)}")
             }
-            (KafkaShareTaskMetric.Released -> released.toLong) +: (slot.drainAcknowledgementEvents().byMetric.toSeq ++
-              takeUnreported(key))
+            slot.drainAcknowledgementEvents().byMetric.toSeq ++ takeUnreported(key)
           }
         } finally slot.lock.unlock() // not giveBack: the janitor still closes it if its slot never comes back
     }).filter(_._2 > 0)

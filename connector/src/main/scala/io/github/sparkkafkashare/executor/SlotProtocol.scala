@@ -51,7 +51,7 @@ private[executor] final class SlotProtocol(
       var accepted, released, rejected, notHeld = 0
       held.records.forEach { r =>
         val ackType = held.settlement(committed, facts.committed.marks, r)
-        if (!client.acknowledge(r, ackType)) notHeld += 1
+        if (!outcomes.acknowledge(client, r, ackType)) notHeld += 1
         else ackType match {
           case AcknowledgeType.ACCEPT => accepted += 1
           case AcknowledgeType.RELEASE => released += 1
@@ -326,7 +326,7 @@ private[executor] final class SlotProtocol(
       records: java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]],
       ackType: AcknowledgeType
   ): Int = {
-    val notHeld = records.asScala.count(r => !client.acknowledge(r, ackType))
+    val notHeld = records.asScala.count(r => !outcomes.acknowledge(client, r, ackType))
     if (notHeld > 0) lostHold(round, notHeld, records.size)
     records.size - notHeld
   }

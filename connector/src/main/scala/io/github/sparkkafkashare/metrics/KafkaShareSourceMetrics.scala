@@ -52,8 +52,8 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
    * Records the run took from the group: those acquired, less those it gave back, which the group
    * delivers again and which are counted again when acquired again: RELEASEd (user code's marks, a
    * batch that did not commit, a consumer left behind), or whose acknowledgement the broker did not
-   * apply (an expired lock, or a failed acknowledgement). A RELEASE the broker refused is subtracted
-   * twice: the count can only fall short, never run ahead of what the run kept.
+   * apply (an expired lock, or a failed acknowledgement). Each acknowledgement counts once, as the
+   * broker answered it; one not answered yet counts as kept, until its answer comes.
    *
    * @param countedOutsideTasks as for [[totals]]
    */
@@ -63,7 +63,7 @@ private[sparkkafkashare] final case class KafkaShareSourceMetrics(
     total(Acquired) - total(Released) - total(LocksExpired) - total(AcknowledgementsFailed)
   }
 
-  /** Acknowledgements sent, of every type. */
+  /** Acknowledgements the broker applied, of every type. */
   def acknowledged: Long = accepted.value + released.value + rejected.value
 
   /**

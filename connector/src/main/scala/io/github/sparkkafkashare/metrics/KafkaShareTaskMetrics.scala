@@ -31,9 +31,9 @@ abstract class KafkaShareTimeMetric(name: String, description: String) extends K
 class RecordsAcquiredMetric extends KafkaShareTaskMetric("recordsAcquired", "records acquired")
 class RecordsRedeliveredMetric
   extends KafkaShareTaskMetric("recordsRedelivered", "records acquired again (deliveryCount > 1)")
-class RecordsAcceptedMetric extends KafkaShareTaskMetric("recordsAccepted", "records accepted")
-class RecordsReleasedMetric extends KafkaShareTaskMetric("recordsReleased", "records released")
-class RecordsRejectedMetric extends KafkaShareTaskMetric("recordsRejected", "records rejected")
+class RecordsAcceptedMetric extends KafkaShareTaskMetric("recordsAccepted", "records accepted (as the broker answered)")
+class RecordsReleasedMetric extends KafkaShareTaskMetric("recordsReleased", "records released (as the broker answered)")
+class RecordsRejectedMetric extends KafkaShareTaskMetric("recordsRejected", "records rejected (as the broker answered)")
 class LockRenewalsMetric extends KafkaShareTaskMetric("lockRenewals", "record locks renewed")
 class LocksExpiredMetric extends KafkaShareTaskMetric("locksExpired", "record locks expired before acknowledgement")
 class AcknowledgementsFailedMetric

@@ -45,18 +45,17 @@ class ShareConsumerClientSuite extends AnyFunSuite with BeforeAndAfterAll {
         admin,
         topic
       )))
-      assert(records.forall(r => client.acknowledge(r, AcknowledgeType.RENEW)))
-      outcomes.renewing(records.map(RecordCoordinates.of))
+      assert(records.forall(r => outcomes.acknowledge(client, r, AcknowledgeType.RENEW)))
       assert(client.commit(Duration.ofSeconds(30)).contains(Map.empty))
       // Kafka's client gives renewed records back to the next poll only; until then it does not hold them.
       assert(records.forall(r => !client.acknowledge(r, AcknowledgeType.ACCEPT)))
       val back = client.poll(Duration.ZERO).records.asScala
       assert(back.map(RecordCoordinates.of) == records.map(RecordCoordinates.of))
-      assert(back.forall(r => client.acknowledge(r, AcknowledgeType.ACCEPT)))
+      assert(back.forall(r => outcomes.acknowledge(client, r, AcknowledgeType.ACCEPT)))
       assert(client.commit(Duration.ofSeconds(30)).contains(Map.empty))
       assert(
-        outcomes.drain() == AcknowledgementEvents(renewed = 0, expired = 0, failed = 0),
-        "every renewal and ACCEPT applied"
+        outcomes.drain() == AcknowledgementEvents(renewed = 0, expired = 0, failed = 0, accepted = 5),
+        "every renewal and ACCEPT applied; the ACCEPTs counted as the broker answered"
       )
     } finally client.close(Duration.ofSeconds(30))
   }

@@ -235,6 +235,37 @@ class SlotProtocolSuite extends AnyFunSuite {
   }
 
   test(
+    "an acknowledgement counts once the broker applied it: refused ones as locks lost or failed, unanswered ones later"
+  ) {
+    val (s, c) = slot()(_.willPoll(Records(record(1), record(2), record(3, topic = "u"), record(4, topic = "v"))))
+    s.pollRound(1, Set("t", "u", "v"), second)
+    s.settle(
+      committedThrough = 1,
+      AcknowledgementMarks(1, Map(RecordCoordinates("t", 0, 2) -> AcknowledgeType.RELEASE))
+    )
+    assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(0, 0, 0), "marked, not sent")
+    c.willCommit(Refusing(Map(
+      new TopicPartition("u", 0) -> new InvalidRecordStateException("expired"),
+      new TopicPartition("v", 0) -> new KafkaException("not the leader")
+    )))
+    s.flush(second)
+    assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(
+      0,
+      expired = 1,
+      failed = 1,
+      accepted = 1,
+      released = 1
+    ))
+
+    c.willPoll(Records(record(5)))
+    s.pollRound(2, Set("t", "u", "v"), second)
+    s.settle(committedThrough = 2, AcknowledgementMarks.None)
+    c.willCommit(NoAnswer)
+    assert(s.flush(second).isEmpty)
+    assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(0, 0, 0), "no answer yet: nothing applied")
+  }
+
+  test(
     "Idle or Holding to Stopped, then Closed: stopping leaves the group and keeps the round for the close to settle"
   ) {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2))))
