@@ -56,22 +56,34 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   private def groupId = String.valueOf(config.get(ConsumerConfig.GROUP_ID_CONFIG))
 
-  /** Runs `step` from the slot's state, under the consumer lock, and moves the slot to the state it returns. */
-  private def transition[T](step: SlotState => (SlotState, T)): T = {
+  /**
+   * Runs `step`, the transition `name`, from the slot's state, under the consumer lock, and moves the
+   * slot to the state it returns: only along an edge [[SlotTransitions]] lists.
+   */
+  private def transition[T](name: String)(step: SlotState => (SlotState, T)): T = {
     consumerLock.lockInterruptibly()
     try {
+      val from = state
+      SlotTransitions.requireAccepted(name, from, key.slot)
       val (next, result) =
-        try step(state)
+        try step(from)
         catch {
-          case SlotTransitionFailed(next, cause) => state = next; throw cause
+          case SlotTransitionFailed(next, cause) => moveTo(name, from, next); throw cause
         }
-      state = next
+      moveTo(name, from, next)
       result
     } catch {
       // The group's ACLs refused this member: Kafka's client ends the membership and throws this once.
-      case e: GroupAuthorizationException => state = Refused(state.facts, e); throw notAuthorized(e)
+      case e: GroupAuthorizationException =>
+        if (!state.ended) moveTo(SlotTransitions.Refusal, state, Refused(state.facts, e))
+        throw notAuthorized(e)
       case e: AuthorizationException => throw notAuthorized(e)
     } finally consumerLock.unlock()
+  }
+
+  private def moveTo(transition: String, from: SlotState, next: SlotState): Unit = {
+    state = next
+    SlotTransitions.requireEdge(transition, from, next, key.slot)
   }
 
   private def notAuthorized(e: AuthorizationException) = KafkaShareErrors.notAuthorized(
@@ -119,25 +131,25 @@ private[sparkkafkashare] final class ShareConsumerSlot(
 
   /** [[SlotProtocol.settle]]; the acknowledgements ride on the next call that sends them, or [[flush]]. */
   def settle(committedThrough: Long, marks: AcknowledgementMarks, atHome: Boolean = true): Settlement =
-    transition(protocol.settle(_, committedThrough, marks, atHome))
+    transition(SlotTransitions.Settle)(protocol.settle(_, committedThrough, marks, atHome))
 
   /** [[SlotProtocol.releaseLeftBehind]]. */
   def releaseLeftBehind(committedThrough: Long, timeout: Duration): Int =
-    transition(protocol.releaseLeftBehind(_, committedThrough, timeout))
+    transition(SlotTransitions.ReleaseLeftBehind)(protocol.releaseLeftBehind(_, committedThrough, timeout))
 
   /** [[SlotProtocol.acceptDelivered]]. */
   def acceptDelivered(
       round: Long,
       delivered: Set[RecordCoordinates]
   ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    transition(protocol.acceptDelivered(_, round, delivered))
+    transition(SlotTransitions.AcceptDelivered)(protocol.acceptDelivered(_, round, delivered))
 
   /** [[SlotProtocol.hide]]. */
   def hide(
       round: Long,
       loggedByOthers: Set[RecordCoordinates]
   ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    transition(protocol.hide(_, round, loggedByOthers))
+    transition(SlotTransitions.Hide)(protocol.hide(_, round, loggedByOthers))
 
   /**
    * [[SlotProtocol.releaseRound]]. A task that was interrupted (its query stopping, or its job
@@ -149,7 +161,7 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       logInfo(s"Slot ${key.slot}: the task of round $round was interrupted; its records are released when the " +
         "slot settles next or closes.")
       java.util.List.of()
-    } else transition(protocol.releaseRound(_, round, timeout))
+    } else transition(SlotTransitions.ReleaseRound)(protocol.releaseRound(_, round, timeout))
 
   /** [[SlotProtocol.pollRound]], with the group's configs the last task brought. */
   def pollRound(
@@ -158,21 +170,22 @@ private[sparkkafkashare] final class ShareConsumerSlot(
       timeout: Duration,
       inParts: Boolean = false
   ): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    transition(protocol.pollRound(_, round, topics, timeout, limits, inParts))
+    transition(SlotTransitions.PollRound)(protocol.pollRound(_, round, topics, timeout, limits, inParts))
 
   /** [[SlotProtocol.pollPart]], with the group's configs the last task brought. */
   def pollPart(round: Long, timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
-    transition(protocol.pollPart(_, round, timeout, limits))
+    transition(SlotTransitions.PollPart)(protocol.pollPart(_, round, timeout, limits))
 
   /** [[SlotProtocol.acceptLogged]]. */
-  def acceptLogged(round: Long, timeout: Duration): Int = transition(protocol.acceptLogged(_, round, timeout))
+  def acceptLogged(round: Long, timeout: Duration): Int =
+    transition(SlotTransitions.AcceptLogged)(protocol.acceptLogged(_, round, timeout))
 
   /**
    * [[SlotProtocol.renewIfDue]], when the group allows renewal. Skipped while a task uses the
    * consumer; the renewer comes back shortly.
    */
   def renewLocksIfDue(): Unit = if (limits.renewAllowed && consumerLock.tryLock()) {
-    try transition(s => (protocol.renewIfDue(s, limits), ()))
+    try transition(SlotTransitions.RenewIfDue)(s => (protocol.renewIfDue(s, limits), ()))
     finally consumerLock.unlock()
   }
 
@@ -182,14 +195,15 @@ private[sparkkafkashare] final class ShareConsumerSlot(
    * records again), or None when it did not answer in time. The acknowledgement callback counts both,
    * the latter when the answer comes.
    */
-  def flush(timeout: Duration): Option[Set[TopicPartition]] = transition(s => (s, protocol.commit(timeout)))
+  def flush(timeout: Duration): Option[Set[TopicPartition]] =
+    transition(SlotTransitions.Flush)(s => (s, protocol.commit(timeout)))
 
   /** [[SlotProtocol.stopFetching]]. */
-  def stopFetching(): Duration = transition(protocol.stopFetching)
+  def stopFetching(): Duration = transition(SlotTransitions.StopFetching)(protocol.stopFetching)
 
   /** [[SlotProtocol.close]]. */
   def close(committedThrough: Long, marks: AcknowledgementMarks, timeout: Duration): Unit =
-    transition(s => (protocol.close(s, committedThrough, marks, timeout), ()))
+    transition(SlotTransitions.Close)(s => (protocol.close(s, committedThrough, marks, timeout), ()))
 }
 
 private[executor] object ShareConsumerSlot {

@@ -81,8 +81,6 @@ private[executor] final class SlotProtocol(
       inParts: Boolean
   ): (SlotState, java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]]) = state match {
     case Refused(_, refusal) => throw refusal
-    case s: Holding =>
-      throw new IllegalStateException(s"slot $slot polled while records of round ${s.held.round} are unsettled")
     case s: Idle =>
       val subscribed = resubscribe(s, topics)
       if (topics.isEmpty) (
@@ -107,14 +105,14 @@ private[executor] final class SlotProtocol(
           case other => throw new IllegalStateException(s"slot $slot: a poll left it $other")
         }
       }
-    case ended => throw new IllegalStateException(s"slot $slot polled once ended (${ended.getClass.getSimpleName})")
+    case other => throw new IllegalStateException(s"slot $slot: pollRound from ${SlotTransitions.nameOf(other)}")
   }
 
   /**
    * `after-log`: polls the next part of `round` once the last part's records are ACCEPTed, until
    * records arrive or `timeout` passes; records the renewer took in ahead meanwhile are the part's,
    * without a poll. The part's records join the round's held records; those of earlier parts stay
-   * the round's, accepted.
+   * the round's, accepted. A poll that fails leaves the round held as it was, for an evaluation again.
    */
   def pollPart(
       state: SlotState,
@@ -128,7 +126,12 @@ private[executor] final class SlotProtocol(
     }
     val (polledState, polled) = holding.ahead match {
       case Some(ahead) => (Idle(holding.facts), ahead)
-      case None => polls.untilRecords(Idle(holding.facts), timeout)
+      case None =>
+        try polls.untilRecords(Idle(holding.facts), timeout)
+        catch {
+          case SlotTransitionFailed(failed, cause) =>
+            throw SlotTransitionFailed(holding.copy(facts = failed.facts), cause)
+        }
     }
     // A consumer that joined is not turned away; should it be, the round ends with the parts it has.
     val locked = RecordLockRenewal.renewIfDue(client, slot, polled, limits, outcomes)
@@ -242,18 +245,22 @@ private[executor] final class SlotProtocol(
    * longer than the lock. While the slot's round is empty, first takes in what the client fetched in
    * the background since, so that those records keep their locks too until the next round; every
    * quarter of a lock is enough, since they are dated from the last empty poll and renewed at half
-   * (a poll each time the renewer comes round cost an idle stream CPU for nothing).
+   * (a poll each time the renewer comes round cost an idle stream CPU for nothing). A take-in poll
+   * that fails leaves the slot as it was.
    */
   def renewIfDue(state: SlotState, limits: GroupLimits): SlotState = {
     val now = System.nanoTime()
     val facts = state.facts
-    val takenIn = state match {
+    val afterTakeIn = state match {
       case s @ (_: Idle | _: Holding)
           if s.round.forall(_.size == 0) && s.ahead.isEmpty && facts.dating.fetching &&
             facts.subscribed.nonEmpty &&
             now - facts.dating.takenInAtNanos > RecordLockRenewal.lockNanos(client, limits) / 4 =>
         val idle = Idle(facts.copy(dating = facts.dating.copy(takenInAtNanos = now)))
-        polls.pollOnce(idle, Duration.ZERO) match {
+        val takenIn =
+          try polls.pollOnce(idle, Duration.ZERO)
+          catch { case SlotTransitionFailed(_, cause) => throw SlotTransitionFailed(s, cause) }
+        takenIn match {
           case (away: TurnedAway, _) => away
           case (polled: Idle, records) =>
             val ahead = Some(records).filter(_.size > 0)
@@ -266,7 +273,7 @@ private[executor] final class SlotProtocol(
       case s => s
     }
     def renewed(records: HeldRecords) = RecordLockRenewal.renewIfDue(client, slot, records, limits, outcomes)
-    takenIn match {
+    afterTakeIn match {
       case s: Holding => s.copy(held = renewed(s.held), ahead = s.ahead.map(renewed))
       case s: Idle => s.copy(ahead = s.ahead.map(renewed))
       case s => s

@@ -162,6 +162,24 @@ class SlotProtocolSuite extends AnyFunSuite {
     assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1) && appliedOf(c, AcknowledgeType.RELEASE) == Seq(2, 3))
   }
 
+  test("after-log: a part's poll that fails leaves the round held with its parts, for an evaluation again") {
+    val (s, c) = slot()(_.willPoll(Records(record(1)), Throws(new KafkaException("broker gone"))))
+    s.pollRound(12, Set("t"), second, inParts = true)
+    s.acceptLogged(12, second)
+    intercept[KafkaException](s.pollPart(12, second))
+    assert(s.heldFor(12).map(offsets).contains(Seq(1)) && s.heldCount(12) == 0)
+  }
+
+  test("a transition asked of a state it does not accept throws, and leaves the slot where it was") {
+    val (s, _) = slot()(_.willPoll(Records(record(1))))
+    intercept[IllegalStateException](s.pollPart(13, second)) // Idle: no round to poll a part of
+    s.pollRound(13, Set("t"), second)
+    intercept[IllegalStateException](s.pollRound(14, Set("t"), second)) // Holding: settle first
+    assert(s.heldFor(13).map(offsets).contains(Seq(1)))
+    s.close(committedThrough = 13, AcknowledgementMarks.None, second)
+    intercept[IllegalStateException](s.settle(committedThrough = 13, AcknowledgementMarks.None))
+  }
+
   test("Holding to Idle: a round the batch does not read is released and sent") {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2))))
     s.pollRound(5, Set("t"), second)
