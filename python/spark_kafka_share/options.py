@@ -23,6 +23,7 @@ ACKNOWLEDGE = "kafka.share.acknowledge"
 LOCK_TIMEOUT_MS = "kafka.share.lock.timeout.ms"
 PARTITION_MAX_RECORD_LOCKS = "kafka.share.partition.max.record.locks"
 ASSIGNMENT_INTERVAL_MS = "kafka.share.assignment.interval.ms"
+CHECKPOINT_ALLOW_NON_ATOMIC_CREATE = "kafka.share.checkpoint.allow.non.atomic.create"
 SUBSCRIBE = "subscribe"
 SUBSCRIBE_PATTERN = "subscribePattern"
 INCLUDE_HEADERS = "includeHeaders"
@@ -78,6 +79,7 @@ _SOURCE_OPTION_FIELDS = {
     LOCK_TIMEOUT_MS: "lock_timeout_ms",
     PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",
     ASSIGNMENT_INTERVAL_MS: "assignment_interval_ms",
+    CHECKPOINT_ALLOW_NON_ATOMIC_CREATE: "checkpoint_allow_non_atomic_create",
 }
 
 
@@ -120,6 +122,9 @@ class KafkaShareOptions:
         assignment_interval_ms: how long Kafka may wait before it assigns partitions to members that
             joined (the group config ``share.assignment.interval.ms``, Kafka 4.3; default 1000).
             0 gives every consumer of a starting query its partitions when it joins.
+        checkpoint_allow_non_atomic_create: run ``checkpoint-dedup`` and ``two-phase-commit`` on a
+            checkpoint store where two writers of one file could both win (S3A before Hadoop 3.4.2, a
+            FUSE mount, a store other than HDFS that renames into place), which they refuse otherwise.
         include_headers: add a ``headers`` column.
         max_records_per_trigger: an upper bound on the records of one micro-batch.
         poll_timeout_ms: how long a consumer waits for records in one poll (default 2000).
@@ -144,6 +149,7 @@ class KafkaShareOptions:
     lock_timeout_ms: int | None = None
     partition_max_record_locks: int | None = None
     assignment_interval_ms: int | None = None
+    checkpoint_allow_non_atomic_create: bool = False
     include_headers: bool = False
     max_records_per_trigger: int | None = None
     poll_timeout_ms: int | None = None
@@ -181,6 +187,7 @@ class KafkaShareOptions:
             LOCK_TIMEOUT_MS: self.lock_timeout_ms,
             PARTITION_MAX_RECORD_LOCKS: self.partition_max_record_locks,
             ASSIGNMENT_INTERVAL_MS: self.assignment_interval_ms,
+            CHECKPOINT_ALLOW_NON_ATOMIC_CREATE: "true" if self.checkpoint_allow_non_atomic_create else None,
             INCLUDE_HEADERS: "true" if self.include_headers else "false",
             MAX_RECORDS_PER_TRIGGER: self.max_records_per_trigger,
             POLL_TIMEOUT_MS: self.poll_timeout_ms,

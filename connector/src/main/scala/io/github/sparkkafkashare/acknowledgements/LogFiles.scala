@@ -3,7 +3,6 @@ package io.github.sparkkafkashare.acknowledgements
 import java.io.{File, IOException}
 import java.nio.file.{FileAlreadyExistsException => LinkTargetExists, Files}
 import java.util.UUID
-import java.util.concurrent.atomic.AtomicBoolean
 
 import scala.util.control.NonFatal
 
@@ -13,20 +12,25 @@ import org.apache.spark.internal.Logging
 /**
  * How the records log puts a file in place on its store: whole (readers see all of it or nothing),
  * and either replacing what is there or only if nothing is (the first writer wins, atomically: of
- * writers that race to create one file, exactly one does).
+ * writers that race to create one file, exactly one does). [[nonAtomicCreate]] says where it cannot.
  *
  *  - The local file system: a temporary file, hard-linked into place. `link(2)` refuses an existing
- *    target; Hadoop's local rename replaces it, and Java's move without replacing checks first.
+ *    target; Hadoop's local rename replaces it, and Java's move without replacing checks first. A
+ *    file system that refuses hard links (a FUSE mount of an object store) is not atomic: there,
+ *    with `allowNonAtomicCreate`, the file is moved into place after that check.
  *  - Stores where a file appears whole as its stream closes (S3A): written in place, with one
  *    request. Only if nothing is there by a conditional write (`If-None-Match`), where the store
  *    offers it (S3A from Hadoop 3.4.2, which Spark 4.1 ships, `fs.option.create.conditional.overwrite`).
  *    Without it (the Hadoop of Spark 3.5 and 4.0) S3A checks as the stream opens and writes as it
- *    closes, so two writers that race can both win; logged once per JVM.
- *  - Other stores (HDFS): a temporary file renamed into place, after a check that nothing is there.
- *    HDFS refuses, atomically, to rename over an existing file; elsewhere it is as atomic as the
- *    store's rename.
+ *    closes, so two writers that race can both win.
+ *  - Other stores: a temporary file renamed into place, after a check that nothing is there. HDFS
+ *    refuses, atomically, to rename over an existing file; other stores are taken as not atomic.
+ *
+ * @param allowNonAtomicCreate the query accepts a store where two writers could both win
+ *                             (`kafka.share.checkpoint.allow.non.atomic.create`)
  */
-private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) extends Logging {
+private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path, allowNonAtomicCreate: Boolean = false)
+  extends Logging {
   import LogFiles._
 
   /**
@@ -49,6 +53,35 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
   private val plainLocalFile = localFile.filter(_ => fs.getUri.getScheme == "file")
 
   /**
+   * Why two writers that race to create one file could both win on this store, if they could. The
+   * local file system is asked by linking a file in `root`: only a try tells whether it refuses links.
+   */
+  lazy val nonAtomicCreate: Option[String] =
+    if (appearWhole) {
+      if (conditionalWrites) None
+      else Some(s"the store offers no conditional writes ($ConditionalOverwrite; S3A has them from Hadoop 3.4.2)")
+    } else localFile match {
+      case Some(file) => refusedLink(file)
+      case None if fs.getUri.getScheme == "hdfs" => None
+      case None =>
+        Some(s"its file system (${fs.getClass.getName}) is not known to refuse atomically to rename over a file")
+    }
+
+  /** Why the local file system under `root` refuses a hard link, if it does. */
+  private def refusedLink(file: Path => File): Option[String] = {
+    val target = new Path(root, s".link-probe-${UUID.randomUUID()}")
+    val temporary = writeTemporary(target, Array.emptyByteArray)
+    try { Files.createLink(file(target).toPath, file(temporary).toPath); None }
+    catch {
+      case e: IOException =>
+        Some(s"its local file system refuses hard links (${e.getClass.getSimpleName}: ${e.getMessage})")
+    } finally {
+      fs.delete(target, false)
+      fs.delete(temporary, false)
+    }
+  }
+
+  /**
    * Creates `target` holding `content` unless a file is there; returns whether this call created it.
    * False can also mean that it did: a conditional write the client retries (its answer lost on the
    * way) is refused by its own first try. Callers take the file's content as the outcome, not this.
@@ -58,12 +91,6 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
   def createFirst(target: Path, content: Array[Byte], beforeItAppears: () => Unit): Boolean =
     if (appearWhole) {
       beforeItAppears()
-      if (!conditionalWrites && notAtomicWarned.compareAndSet(false, true)) {
-        logWarning(s"The records log in $root cannot tell two writers of one file apart atomically: the store " +
-          s"offers no conditional writes ($ConditionalOverwrite; S3A has them from Hadoop 3.4.2). Two attempts of " +
-          "one task that log their records at the same moment (a task Spark wrote off, still running beside its " +
-          "retry) could both be taken as the batch's.")
-      }
       try { writeInPlace(target, content, overwrite = false); true }
       catch {
         // A conditional write refused reports as the store's own error, as the stream closes.
@@ -80,6 +107,9 @@ private[acknowledgements] final class LogFiles(fs: FileSystem, root: Path) exten
             try { Files.createLink(file(target).toPath, file(temporary).toPath); true }
             catch {
               case _: LinkTargetExists => false
+              case _: IOException if allowNonAtomicCreate => // no hard links here: a check, then a move
+                try { Files.move(file(temporary).toPath, file(target).toPath); true }
+                catch { case _: LinkTargetExists => false }
             }
           case None => !fs.exists(target) && fs.rename(temporary, target)
         }
@@ -133,5 +163,4 @@ private[acknowledgements] object LogFiles {
 
   /** Hadoop's option for a create that fails if the file exists, checked by the store (S3A: If-None-Match). */
   val ConditionalOverwrite = "fs.option.create.conditional.overwrite"
-  private val notAtomicWarned = new AtomicBoolean()
 }

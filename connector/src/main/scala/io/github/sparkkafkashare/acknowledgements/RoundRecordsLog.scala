@@ -7,10 +7,12 @@ import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.ObjectMapper
-import io.github.sparkkafkashare.options.Parsing
+import io.github.sparkkafkashare.errors.KafkaShareErrors
+import io.github.sparkkafkashare.options.{KafkaShareSourceOptions, Parsing}
 import org.apache.hadoop.fs.{FSDataInputStream, FileStatus, FileSystem, Path}
 import org.apache.hadoop.util.functional.{FutureIO, RemoteIterators}
 import org.apache.kafka.common.TopicPartition
+import org.apache.spark.internal.Logging
 import org.apache.spark.util.SerializableConfiguration
 
 /**
@@ -46,14 +48,32 @@ private[sparkkafkashare] final case class RoundFiles(slots: Map[Int, Seq[FileSta
  * Each task writes one file per part; an executor lists the log once a round, and the directory of
  * each round it has not read, so on an object store a round costs each task a few requests
  * (docs/benchmarks.md, "With the checkpoint on S3 (f)", gives the counts).
+ *
+ * @param allowNonAtomicCreate the query accepts a store where two writers of one file could both win
+ *                             ([[LogFiles.nonAtomicCreate]])
  */
-private[sparkkafkashare] final class RoundRecordsLog(val dir: String, hadoopConf: SerializableConfiguration)
-  extends Serializable {
+private[sparkkafkashare] final class RoundRecordsLog(
+    val dir: String,
+    hadoopConf: SerializableConfiguration,
+    allowNonAtomicCreate: Boolean = false
+) extends Serializable with Logging {
   import RoundRecordsLog.{ReleasedFileName, ReleasedMark}
 
   @transient private lazy val root = new Path(dir)
   @transient private lazy val fs: FileSystem = root.getFileSystem(hadoopConf.value)
-  @transient private lazy val files = new LogFiles(fs, root)
+  @transient private lazy val files = new LogFiles(fs, root, allowNonAtomicCreate)
+
+  /**
+   * Fails, for `strategy`, where two writers of one file could both win on the log's store
+   * ([[LogFiles.nonAtomicCreate]]), unless the query accepts it; then warns.
+   */
+  def refuseNonAtomicCreate(strategy: String): Unit = files.nonAtomicCreate.foreach { why =>
+    if (!allowNonAtomicCreate) throw KafkaShareErrors.checkpointNotAtomic(dir, why, strategy)
+    logWarning(
+      s"The records log in $dir is not atomic ($why), as option ${KafkaShareSourceOptions.AllowNonAtomicCreate} " +
+        "accepts: two attempts of one task that log at once could both be taken as the batch's."
+    )
+  }
 
   /**
    * Logs `records` as what the slot's `round` handed to Spark, unless a file for it is there already:

@@ -163,6 +163,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def checkpointNeedsReplay(checkpoint: String, strategy: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_CHECKPOINT_NEEDS_REPLAY", null, "checkpoint" -> checkpoint, "strategy" -> strategy)
 
+  def checkpointNotAtomic(dir: String, why: String, strategy: String): KafkaShareRuntimeException =
+    runtime("KAFKA_SHARE_CHECKPOINT_NOT_ATOMIC", null, "dir" -> dir, "why" -> why, "strategy" -> strategy)
+
   def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 

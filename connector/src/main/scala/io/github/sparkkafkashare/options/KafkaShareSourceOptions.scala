@@ -30,7 +30,8 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     maxRecordsPerTrigger: Option[Long],
     pollTimeoutMs: Long,
     startingOffsets: Option[StartingOffsets],
-    fetchOffsetNumRetries: Int
+    fetchOffsetNumRetries: Int,
+    allowNonAtomicCreate: Boolean = false
 ) {
   def groupId: String = connection.groupId
 }
@@ -45,6 +46,9 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val LockTimeoutMs = "kafka.share.lock.timeout.ms"
   val PartitionMaxRecordLocks = "kafka.share.partition.max.record.locks"
   val AssignmentIntervalMs = "kafka.share.assignment.interval.ms"
+
+  /** Whether a strategy that logs records may run on a checkpoint store where two writers of a file can both win. */
+  val AllowNonAtomicCreate = "kafka.share.checkpoint.allow.non.atomic.create"
   val Subscribe = "subscribe"
   val SubscribePattern = "subscribePattern"
   val Assign = "assign"
@@ -89,7 +93,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       AcknowledgeOption,
       LockTimeoutMs,
       PartitionMaxRecordLocks,
-      AssignmentIntervalMs
+      AssignmentIntervalMs,
+      AllowNonAtomicCreate
     )
 
   /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
@@ -211,7 +216,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       pollTimeoutMs = positiveLong(get(PollTimeoutMs), PollTimeoutMs).getOrElse(DefaultPollTimeoutMs),
       startingOffsets = get(StartingOffsetsOption).map(startingOffsets),
       fetchOffsetNumRetries = nonNegativeInt(get(FetchOffsetNumRetries), FetchOffsetNumRetries)
-        .getOrElse(DefaultFetchOffsetNumRetries)
+        .getOrElse(DefaultFetchOffsetNumRetries),
+      allowNonAtomicCreate = boolean(get(AllowNonAtomicCreate), AllowNonAtomicCreate).getOrElse(false)
     )
   }
 

@@ -57,12 +57,21 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   options.exactlyOnceStrategy.refuseConflicting(
     ConflictingSparkSetting.asyncProgressTracking(query.exists(_.tracksProgressAsynchronously))
   )
-  private val checkpointAcceptPoint = new CheckpointAcceptPoint(
-    checkpointLocation,
-    session.sessionState.newHadoopConf(),
-    options.acceptPoint,
-    options.exactlyOnceStrategy
-  )
+  private val hadoopConf = session.sessionState.newHadoopConf()
+  private val checkpointAcceptPoint =
+    new CheckpointAcceptPoint(checkpointLocation, hadoopConf, options.acceptPoint, options.exactlyOnceStrategy)
+
+  /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
+  private val recordsLog = if (!options.exactlyOnceStrategy.logsRecords) None
+  else {
+    val log = new RoundRecordsLog(
+      new Path(checkpointLocation, "kafka-share-rounds").toString,
+      new SerializableConfiguration(hadoopConf),
+      options.allowNonAtomicCreate
+    )
+    log.refuseNonAtomicCreate(options.exactlyOnceStrategy.name)
+    Some(log)
+  }
   private val admin = new ShareGroupAdmin(options.connection)
   private val group =
     try new GroupFollower(admin, options, parallelism, runId)
@@ -94,15 +103,6 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     triggersBackToBack = query.exists(_.runsBackToBack)
   )
   private val redeliveryWarnings = new RedeliveryWarnings(options.groupId, KafkaShareSourceOptions.LockTimeoutMs)
-
-  /** `checkpoint-dedup` and `two-phase-commit`: the records each round handed to Spark. */
-  private val recordsLog = if (!options.exactlyOnceStrategy.logsRecords) None
-  else {
-    Some(new RoundRecordsLog(
-      new Path(checkpointLocation, "kafka-share-rounds").toString,
-      new SerializableConfiguration(session.sessionState.newHadoopConf())
-    ))
-  }
 
   /** `after-log`: how far each slot's round polls on; a slot's share of `maxRecordsPerTrigger`, if set. */
   private val afterLog = Some(options.acceptPoint).filter(_ == AcceptPoint.AfterLog).map { _ =>
