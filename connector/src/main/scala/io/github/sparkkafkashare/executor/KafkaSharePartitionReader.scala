@@ -52,14 +52,20 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     val config = consumerConfig
     var slot = ShareConsumerPool.borrow(SlotKey(partition.runId, partition.slot), config, partition.groupLimits)
     val context = TaskContext.get()
-    // Not held if replacing the slot failed after giving the old one up.
-    context.addTaskCompletionListener[Unit](_ => if (slot.lock.isHeldByCaller) ShareConsumerPool.giveBack(slot))
+    val here = ExecutorLocality.currentExecutor()
+    context.addTaskCompletionListener[Unit] { _ =>
+      // What the consumer holds as the task ends, until the slot's next task: should its executor be lost
+      // meanwhile, the records come back to the group as their locks expire, and a drain reads them again.
+      // Under after-log, only a part not yet ACCEPTed.
+      slotLocations.add(SlotRead(partition.slot, partition.round, here, slot.heldCount(partition.round)))
+      // Not held if replacing the slot failed after giving the old one up.
+      if (slot.lock.isHeldByCaller) ShareConsumerPool.giveBack(slot)
+    }
     // A failed attempt keeps its records: a retry on this consumer returns them, and one elsewhere
     // leaves them to be released as left behind. Giving them back at each failure would cost each a
     // delivery, and Kafka archives a record after share.delivery.count.limit (5 by default) of them.
     context.addTaskFailureListener((_, _) => ShareConsumerPool.keepUnreported(slot.key, counts.byMetric))
     counts.addAll(ShareConsumerPool.takeUnreported(slot.key))
-    val here = ExecutorLocality.currentExecutor()
     slotLocations.add(SlotRead(partition.slot, partition.round, here))
     val roundRows = slot.heldFor(partition.round) match {
       // Spark evaluates this batch again (a retry, or foreachBatch using its DataFrame twice): same records.
@@ -93,9 +99,6 @@ private[sparkkafkashare] final class KafkaSharePartitionReader(
     // After the settlement and the poll, so that the results of the acknowledgements they sent count
     // in this task; what happened between tasks (the lock renewer's work) counts here too.
     counts.addAll(slot.drainAcknowledgementEvents().byMetric)
-    // What the consumer now holds until the slot's next task: should its executor be lost meanwhile,
-    // the records come back to the group as their locks expire, and a drain reads them again.
-    slotLocations.add(SlotRead(partition.slot, partition.round, here, slot.heldCount(partition.round)))
     roundRows
   }
 

@@ -8,8 +8,13 @@ import org.apache.spark.util.AccumulatorV2
  */
 private[sparkkafkashare] final case class SlotRead(slot: Int, round: Long, executor: String, held: Int = 0)
 
-/** The executors whose consumers read a slot's latest round, and the most records one held for it. */
-private[sparkkafkashare] final case class SlotReads(round: Long, executors: Set[String], held: Int = 0)
+/**
+ * The executors whose consumers read a slot's latest round, each with the most records it held of the
+ * round: each executor's consumer acquired records of its own.
+ */
+private[sparkkafkashare] final case class SlotReads(round: Long, held: Map[String, Int]) {
+  def executors: Set[String] = held.keySet
+}
 
 /**
  * Where each slot's consumer lives, as reported by the tasks that used it. The next round asks
@@ -30,7 +35,7 @@ private[sparkkafkashare] final class SlotLocations(private var reads: Map[Int, S
   override def copy(): SlotLocations = new SlotLocations(reads)
   override def reset(): Unit = reads = Map.empty
   override def add(v: SlotRead): Unit =
-    reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Set(v.executor), v.held))
+    reads = SlotLocations.merged(reads, v.slot, SlotReads(v.round, Map(v.executor -> v.held)))
   override def merge(other: AccumulatorV2[SlotRead, Map[Int, SlotReads]]): Unit =
     other.value.foreach { case (slot, read) => reads = SlotLocations.merged(reads, slot, read) }
   override def value: Map[Int, SlotReads] = reads
@@ -50,7 +55,10 @@ private[sparkkafkashare] object SlotLocations {
     reads.get(slot) match {
       case Some(known) if known.round > read.round => reads
       case Some(known) if known.round == read.round =>
-        reads + (slot -> SlotReads(read.round, known.executors ++ read.executors, math.max(known.held, read.held)))
+        val held = read.held.foldLeft(known.held) { case (acc, (executor, n)) =>
+          acc.updated(executor, math.max(n, acc.getOrElse(executor, 0)))
+        }
+        reads + (slot -> SlotReads(read.round, held))
       case _ => reads + (slot -> read)
     }
 }

@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.planning
 
-import io.github.sparkkafkashare.executor.{SlotLocations, SlotReads}
+import io.github.sparkkafkashare.executor.SlotLocations
 import org.apache.spark.internal.Logging
 
 /**
@@ -12,36 +12,43 @@ import org.apache.spark.internal.Logging
  *
  * A read stays in question until the slot's consumer on its executor settles it (the slot reads a
  * later round there) or that executor is found gone: Spark notices a lost executor seconds after the
- * fact, often after the slot's next task already ran elsewhere. Each read counts once.
+ * fact, often after the slot's next task already ran elsewhere. Each executor's part of a read counts
+ * once: a round read on two executors (a batch evaluated again elsewhere) counts what each held, as
+ * each is found gone.
+ *
+ * It can count more than comes back, never less: a settlement whose task then failed (its report is
+ * dropped with the task) leaves the read counted, though it ACCEPTed what it held. A drain that counts
+ * more ends once the group's backlog stays empty for a lock duration instead.
  *
  * @param liveExecutors the task locations of the live executors, the driver's among them (in local mode the only one)
  */
 private[planning] final class LostConsumers(slotLocations: SlotLocations, liveExecutors: () => Set[String])
   extends Logging {
 
-  /** Reads whose consumer held records and has not been seen to settle them, by slot and round. */
-  private var unsettled = Map.empty[(Int, Long), SlotReads]
-  private var counted = Set.empty[(Int, Long)]
+  /** Records held by a consumer that has not been seen to settle them, by slot, round and executor. */
+  private var unsettled = Map.empty[(Int, Long, String), Int]
+  private var counted = Set.empty[(Int, Long, String)]
   private var givenBack = 0L
 
   /** Records held by consumers on executors that are gone, as of now. */
   def heldRecords(): Long = {
     val reads = slotLocations.value
-    unsettled = unsettled.filterNot { case ((slot, round), read) =>
-      reads.get(slot).exists(latest => latest.round > round && latest.executors.subsetOf(read.executors))
-    } ++ reads.collect {
-      case (slot, read) if read.held > 0 && !counted.contains(slot -> read.round) => (slot, read.round) -> read
-    }
+    unsettled = unsettled.filterNot { case ((slot, round, executor), _) =>
+      reads.get(slot).exists(latest => latest.round > round && latest.executors.contains(executor))
+    } ++ (for {
+      (slot, read) <- reads
+      (executor, held) <- read.held if held > 0 && !counted.contains((slot, read.round, executor))
+    } yield (slot, read.round, executor) -> held)
     if (unsettled.nonEmpty) {
       val live = liveExecutors()
-      unsettled.foreach { case (key @ (slot, round), read) =>
-        if (!read.executors.exists(live.contains)) {
+      unsettled.foreach { case (key @ (slot, round, executor), held) =>
+        if (!live.contains(executor)) {
           unsettled -= key
           counted += key
-          givenBack += read.held
+          givenBack += held
           logInfo(
-            s"Slot $slot's consumer held ${read.held} records of round $round on ${read.executors.mkString(", ")}, " +
-              "which is gone: Kafka delivers them again once their locks expire."
+            s"Slot $slot's consumer held $held records of round $round on $executor, which is gone: Kafka " +
+              "delivers them again once their locks expire."
           )
         }
       }

@@ -29,4 +29,11 @@ class SlotLocationsSuite extends AnyFunSuite {
     locations.merge(merged(SlotRead(0, 4, "b")))
     assert(locations.homes(0) == "b")
   }
+
+  test("a round read on two executors keeps what each one's consumer held, the most it reported") {
+    val locations = merged(SlotRead(0, 3, "a"), SlotRead(0, 3, "a", held = 40), SlotRead(0, 3, "b", held = 25))
+    assert(locations.value(0) == SlotReads(3, Map("a" -> 40, "b" -> 25)))
+    locations.merge(merged(SlotRead(0, 3, "b", held = 0)))
+    assert(locations.value(0).held == Map("a" -> 40, "b" -> 25), "a report at a task's start lowers nothing")
+  }
 }

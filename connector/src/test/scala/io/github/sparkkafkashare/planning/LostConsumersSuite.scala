@@ -27,6 +27,18 @@ class LostConsumersSuite extends AnyFunSuite {
     assert(lost.heldRecords() == 30)
   }
 
+  test("a round read on two executors counts what each one held, as each is found gone") {
+    live = Set("a", "b")
+    val locations = new SlotLocations()
+    val lost = new LostConsumers(locations, () => live)
+    // Spark evaluated slot 4's batch again on b (foreachBatch reading it twice): b's consumer polled its own.
+    reported(locations, SlotRead(4, 7, "a", held = 30), SlotRead(4, 7, "b", held = 20))
+    live = Set("b")
+    assert(lost.heldRecords() == 30, "a is gone, with what its consumer held, though b lives")
+    live = Set.empty
+    assert(lost.heldRecords() == 50)
+  }
+
   test("a read replaced elsewhere before its executor was found gone counts once the executor is gone") {
     live = Set("a", "b")
     val locations = new SlotLocations()
