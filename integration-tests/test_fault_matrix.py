@@ -397,3 +397,51 @@ def test_two_queries_share_a_group_and_one_is_killed(
         return
     stored = upserted(expected, tmp_path / "sink.db", tmp_path / "a", tmp_path / "b")
     assert_and_record(kafka, topic, group, strategy, fault, expected, stored, dup_ok=False)
+
+
+@FULL_MATRIX_ONLY
+def test_after_log_two_queries_in_a_group_one_killed_between_a_parts_write_and_its_accept(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """after-log: query a logs a part of a round and dies (its driver SIGKILLed) before it ACCEPTs the
+    part, once query b has run a batch. The part's records were never ACCEPTed: their locks expire and
+    b reads them, while a's restart re-runs the round from its log with them. Nothing is lost; those
+    records reach the sink twice, once from each query (docs/delivery-guarantees.md gives the count)."""
+    expected = values(6_000)
+    topic = kafka.topic_with(expected, partitions=2, key=str)
+    job = (
+        *strategy_flags("after-log"),
+        "--sink",
+        "skip",
+        "--max-records-per-trigger",
+        "500",
+        *KILLED_DRIVER_LOCKS,
+    )
+    job += ("--option", "kafka.max.poll.records=50", "--option", "kafka.share.acquire.mode=record_limit")
+    b_ran = tmp_path / "b" / "out" / "batch-0.json"
+    fault = ("--fault", "part-logged-stall", "--kill-at", "part-logged", "--kill-once-exists", str(b_ran))
+    killed = start_drain_job(topic, group, tmp_path / "a", *job, *fault)
+    survivor = None
+    try:
+        wait_until(lambda: (tmp_path / "a" / "out" / "kill-pending").exists(), 180, "query a logged a part")
+        survivor = start_drain_job(topic, group, tmp_path / "b", *job)
+        assert killed.wait(timeout=300) != 0, "query a was not killed"
+        assert survivor.wait(timeout=300) == 0
+    finally:
+        killed.kill()
+        if survivor:
+            survivor.kill()
+    assert drain_in_session(kafka.spark, topic, group, tmp_path / "a", *job) == 0  # query a restarts
+    got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]
+    fault_name = "two queries in a group, one SIGKILLed between a part's write and its ACCEPT"
+    duplicated = assert_every_record_once(
+        expected,
+        got,
+        kafka=kafka,
+        group=group,
+        topic=topic,
+        allow_duplicates_up_to=math.inf,
+        report=lambda lost, dup: record_fault_result("after-log", fault_name, lost, dup),
+        context=f"after-log, {fault_name}",
+    )
+    print(f"after-log, {fault_name}: {len(duplicated)} records reached the sink twice")

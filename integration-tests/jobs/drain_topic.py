@@ -20,6 +20,8 @@ are kept in `<out>/killed.json` when the sink got to see them):
 - `sink-written`: after the sink wrote the batch, before Spark writes its commit log;
 - `committed`: after the commit log, before the next batch's tasks acknowledge the records (in this
   source that is also the moment the next batch's offsets have been logged and nothing has run);
+- `part-logged` (`--fault part-logged-stall`): once an after-log part past a round's first is in the
+  checkpoint and its writer stalls before it ACCEPTs the part;
 - `mid-stream` (`--sink kafka`): 1 s after the query reported its second batch with records, while the
   next one is being written (the id of that second batch goes to `<out>/killed-after-batch`).
 
@@ -48,10 +50,11 @@ import sinks
 from executor_moves import evaluate_again_elsewhere, executor_pid, occupy_an_executor
 from faults import (
     FAILING_STORE_SCHEME,
+    RECORDS_LOG_FAULTS,
     hold_for_executor_loss,
     kill_driver,
-    part_write_failure,
     pause_jvm,
+    records_log_fault,
     slowly,
     with_fault,
 )
@@ -81,7 +84,9 @@ parser.add_argument("--sink", choices=["overwrite", "skip", "upsert", "kafka"], 
 parser.add_argument("--sink-topic", help="--sink kafka: the topic it writes to")
 parser.add_argument("--async-progress", action="store_true", help="--sink kafka: async progress tracking")
 parser.add_argument("--sink-db", help="--sink upsert: the SQLite file (default <out>/sink.db)")
-parser.add_argument("--kill-at", choices=["tasks-running", "sink-written", "committed", "mid-stream"])
+parser.add_argument(
+    "--kill-at", choices=["tasks-running", "sink-written", "committed", "mid-stream", "part-logged"]
+)
 parser.add_argument(
     "--kill-once-exists",
     metavar="PATH",
@@ -89,11 +94,12 @@ parser.add_argument(
 )
 parser.add_argument(
     "--fault",
-    choices=["task-failure", "executor-kill", "part-write-failure"],
+    choices=["task-failure", "executor-kill", *RECORDS_LOG_FAULTS],
     help="in the first batch with records: task-failure fails task attempts (run with a master that retries "
     "tasks, such as local[2,2]); executor-kill SIGKILLs the executor JVM of one of its tasks "
     "(local-cluster[...]); part-write-failure fails the checkpoint's first write of an after-log part past a "
-    "round's first, so its task fails between the part's poll and its write (faults.part_write_failure)",
+    "round's first, so its task fails between the part's poll and its write; part-logged-stall stalls that "
+    "part's writer once the part is in place, before its ACCEPT (faults.records_log_fault)",
 )
 parser.add_argument(
     "--task-failures",
@@ -209,9 +215,9 @@ def application(args: argparse.Namespace) -> SparkSession:
     if args.sink == "kafka":  # Spark's own kafka source (and sink)
         extra_jars += sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")
     confs = dict(conf.split("=", 1) for conf in args.spark_conf)
-    if args.fault == "part-write-failure":
+    if args.fault in RECORDS_LOG_FAULTS:
         extra_jars += sbt_project_jars("faultInjection", "fault-injection-")
-        confs.update(part_write_failure(Path(args.out)))
+        confs.update(records_log_fault(Path(args.out), args.fault))
     spark = (
         SparkSession.builder.master(args.master)
         .config("spark.jars", ",".join([args.jar, *extra_jars]))
@@ -292,6 +298,12 @@ class DrainRun:
             occupy_an_executor(self.spark, out, args.occupy_executor_s, executor=readers[0])
         self.kill_once_written(rows)
 
+    def kill_once_part_logged(self) -> None:
+        """--kill-at part-logged: kills the driver once the checkpoint's store stalls a part's writer."""
+        while not (self.out / "part-logged-stall-injected").exists():
+            time.sleep(0.05)
+        self.kill()
+
     def kill_once_written(self, rows: list[list[object]]) -> None:
         """--kill-at sink-written kills the driver once the sink wrote the first batch with records;
         `committed`, at the next batch (its commit log then written). Both keep that batch's rows."""
@@ -325,10 +337,12 @@ class DrainRun:
         """Runs the query to its end; a Trigger.AvailableNow query that fails, or outlasts `timeout_s`,
         raises (a failure's error written to <out>/failure.txt first)."""
         args, out = self.args, self.out
+        if args.kill_at == "part-logged":
+            threading.Thread(target=self.kill_once_part_logged, daemon=True).start()
         share_records = self.share_records()
         writer = share_records.writeStream.foreachBatch(self.sink)
         checkpoint = args.checkpoint
-        if args.fault == "part-write-failure":  # the same directory, through the failing store
+        if args.fault in RECORDS_LOG_FAULTS:  # the same directory, through the faulty store
             checkpoint = f"{FAILING_STORE_SCHEME}://{Path(checkpoint).resolve()}"
         writer = writer.option("checkpointLocation", checkpoint)
         if args.sink == "kafka":

@@ -32,19 +32,22 @@ def kill_driver(spark: SparkSession, out: Path, once_exists: str | None) -> NoRe
     os._exit(137)
 
 
-# The scheme of the checkpoint store that fails one write (integration-tests/fault-injection).
+# The scheme of the checkpoint store that misbehaves once (integration-tests/fault-injection).
 FAILING_STORE_SCHEME = "faulty"
+RECORDS_LOG_FAULTS = ("part-write-failure", "part-logged-stall")
 
 
-def part_write_failure(out: Path) -> dict[str, str]:
-    """The Spark confs of a checkpoint store (the local disk under the scheme `faulty`) whose first
-    write of an after-log part past a round's first fails, once in the application: the task that
-    polled the part fails before it logs it. `<out>/part-write-failure-injected` records that it did."""
+def records_log_fault(out: Path, fault: str) -> dict[str, str]:
+    """The Spark confs of a checkpoint store (the local disk under the scheme `faulty`) that misbehaves
+    once in the application at an after-log part past a round's first. `part-write-failure`: the
+    part's write fails, so the task that polled it fails before it logs it. `part-logged-stall`: once
+    the part is in place, its writer stalls for 10 minutes before it ACCEPTs it. `<out>/<fault>-injected`
+    records that the fault struck."""
+    setting = {"part-write-failure": "fail-part-write", "part-logged-stall": "stall-after-part-write"}[fault]
     return {
-        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.impl": "example.faults.PartWriteFailingFileSystem",
-        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.failed-marker": str(
-            out.resolve() / "part-write-failure-injected"
-        ),
+        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.impl": "example.faults.RecordsLogFaultsFileSystem",
+        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.{setting}": str(out.resolve() / f"{fault}-injected"),
+        f"spark.hadoop.fs.{FAILING_STORE_SCHEME}.stall-ms": "600000",
     }
 
 
