@@ -360,6 +360,35 @@ def test_the_broker_restarts_mid_stream(
     assert_and_record(kafka, topic, group, strategy, fault, expected, got, dup_ok=strategy == "none")
 
 
+def two_queries_one_killed(
+    kafka: KafkaCluster,
+    topic: str,
+    group: str,
+    tmp_path: Path,
+    job: tuple[str, ...],
+    kill: tuple[str, ...],
+    b_ran: str,
+) -> None:
+    """Query a (`<tmp_path>/a`) runs `job` and dies at its `kill` stage once query b (`<tmp_path>/b`) has
+    written `<b>/out/<b_ran>`: both are in the group then, however slowly either starts (started
+    together, the first up could drain the topic alone). Once b has drained, a restarts."""
+    kill = (*kill, "--kill-once-exists", str(tmp_path / "b" / "out" / b_ran))
+    killed = start_drain_job(topic, group, tmp_path / "a", *job, *kill)
+    survivor = None
+    try:
+        wait_until(
+            lambda: (tmp_path / "a" / "out" / "kill-pending").exists(), 180, "query a to reach its kill"
+        )
+        survivor = start_drain_job(topic, group, tmp_path / "b", *job)
+        assert killed.wait(timeout=300) != 0, "query a was not killed"
+        assert survivor.wait(timeout=300) == 0
+    finally:
+        killed.kill()
+        if survivor:
+            survivor.kill()
+    assert drain_in_session(kafka.spark, topic, group, tmp_path / "a", *job) == 0  # query a restarts
+
+
 # `idempotent` runs in make test: the same kill, the killed query's records read again by the other,
 # and the check that nothing is lost, with the upsert that absorbs the second reads on top.
 @cases("strategy", {("idempotent",)}, [*STRATEGIES, "idempotent"])
@@ -374,22 +403,8 @@ def test_two_queries_share_a_group_and_one_is_killed(
     upsert = strategy == "idempotent"
     sink = ("--sink", "upsert", "--sink-db", str(tmp_path / "sink.db")) if upsert else ("--sink", "skip")
     job = (*strategy_flags(strategy), *sink, "--max-records-per-trigger", "500")
-    # Query a takes its first batch and dies once query b has run a batch: both are in the group then,
-    # however slowly either starts (started together, the first up could drain the topic alone).
-    b_ran = tmp_path / "b" / "out" / ("deliveries.json" if upsert else "batch-0.json")
-    kill = ("--kill-at", "sink-written", "--kill-once-exists", str(b_ran))
-    killed = start_drain_job(topic, group, tmp_path / "a", *job, *kill)
-    survivor = None
-    try:
-        wait_until(lambda: (tmp_path / "a" / "out" / "kill-pending").exists(), 180, "query a wrote a batch")
-        survivor = start_drain_job(topic, group, tmp_path / "b", *job)
-        assert killed.wait(timeout=300) != 0, "query a was not killed"
-        assert survivor.wait(timeout=300) == 0
-    finally:
-        killed.kill()
-        if survivor:
-            survivor.kill()
-    assert drain_in_session(kafka.spark, topic, group, tmp_path / "a", *job) == 0  # query a restarts
+    b_ran = "deliveries.json" if upsert else "batch-0.json"
+    two_queries_one_killed(kafka, topic, group, tmp_path, job, ("--kill-at", "sink-written"), b_ran)
     fault = "two queries in a group, one SIGKILLed"
     if not upsert:
         got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]
@@ -418,20 +433,8 @@ def test_after_log_two_queries_in_a_group_one_killed_between_a_parts_write_and_i
         *KILLED_DRIVER_LOCKS,
     )
     job += ("--option", "kafka.max.poll.records=50", "--option", "kafka.share.acquire.mode=record_limit")
-    b_ran = tmp_path / "b" / "out" / "batch-0.json"
-    fault = ("--fault", "part-logged-stall", "--kill-at", "part-logged", "--kill-once-exists", str(b_ran))
-    killed = start_drain_job(topic, group, tmp_path / "a", *job, *fault)
-    survivor = None
-    try:
-        wait_until(lambda: (tmp_path / "a" / "out" / "kill-pending").exists(), 180, "query a logged a part")
-        survivor = start_drain_job(topic, group, tmp_path / "b", *job)
-        assert killed.wait(timeout=300) != 0, "query a was not killed"
-        assert survivor.wait(timeout=300) == 0
-    finally:
-        killed.kill()
-        if survivor:
-            survivor.kill()
-    assert drain_in_session(kafka.spark, topic, group, tmp_path / "a", *job) == 0  # query a restarts
+    kill = ("--fault", "part-logged-stall", "--kill-at", "part-logged")
+    two_queries_one_killed(kafka, topic, group, tmp_path, job, kill, "batch-0.json")
     got = [value for q in ("a", "b") for value, _ in drained_rows(tmp_path / q)]
     fault_name = "two queries in a group, one SIGKILLed between a part's write and its ACCEPT"
     duplicated = assert_every_record_once(
