@@ -129,6 +129,8 @@ lazy val connector = project
   .settings(connectorSettings(Seq("4.0", "4.1", "4.2", "4.3")))
   .settings(
     name := "spark-kafka-share",
+    // Real-time mode's classes implement Spark 4.1's interfaces: the Spark 3.5 build leaves them out.
+    Compile / unmanagedSourceDirectories += (Compile / sourceDirectory).value / "scala-spark4.1",
     sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
     Compile / unmanagedJars ++= (sparkJarsDir.value ** "*.jar").classpath,
     assembly / assemblyJarName := s"spark-kafka-share-assembly-${version.value}.jar",
@@ -282,15 +284,14 @@ lazy val supervisedDriverSpark35 = project
     libraryDependencies += "org.apache.spark" %% "spark-sql" % spark35Version % Provided
   )
 
-// A Hadoop file system whose first write of an after-log part past a round's first fails, once: the
-// fault matrix's after-log case of a task that fails between a part's poll and its write
-// (dev/sbt-classpath faultInjection fault-injection-). Java, against the Hadoop of pyspark's jars.
-// Not published.
-lazy val faultInjection = project
-  .in(file("integration-tests/fault-injection"))
+// The integration tests' JVM classes (dev/sbt-classpath jvmHelpers jvm-helpers-): a Hadoop file system
+// that misbehaves once at an after-log part (the fault matrix), and a foreach sink that writes each row as
+// it gets it (real-time mode). Java, against the Spark and Hadoop of pyspark's jars. Not published.
+lazy val jvmHelpers = project
+  .in(file("integration-tests/jvm-helpers"))
   .settings(integrationJavaSettings)
   .settings(
-    name := "fault-injection",
+    name := "jvm-helpers",
     sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
     Compile / unmanagedJars ++= (sparkJarsDir.value * "*.jar").classpath
   )

@@ -216,7 +216,7 @@ def application(args: argparse.Namespace) -> SparkSession:
         extra_jars += sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")
     confs = dict(conf.split("=", 1) for conf in args.spark_conf)
     if args.fault in RECORDS_LOG_FAULTS:
-        extra_jars += sbt_project_jars("faultInjection", "fault-injection-")
+        extra_jars += sbt_project_jars("jvmHelpers", "jvm-helpers-")
         confs.update(records_log_fault(Path(args.out), args.fault))
     spark = (
         SparkSession.builder.master(args.master)

@@ -32,7 +32,7 @@ def kill_driver(spark: SparkSession, out: Path, once_exists: str | None) -> NoRe
     os._exit(137)
 
 
-# The scheme of the checkpoint store that misbehaves once (integration-tests/fault-injection).
+# The scheme of the checkpoint store that misbehaves once (integration-tests/jvm-helpers).
 FAILING_STORE_SCHEME = "faulty"
 RECORDS_LOG_FAULTS = ("part-write-failure", "part-logged-stall")
 

@@ -30,6 +30,7 @@ from .state import (
     share_group_state,
     share_group_state_df,
 )
+from .triggers import real_time_trigger
 
 __version__ = "0.1.0"
 
@@ -55,6 +56,7 @@ __all__ = [
     "jar_path",
     "marks",
     "read_share_stream",
+    "real_time_trigger",
     "release_or_dead_letter",
     "share_group_state",
     "share_group_state_df",

@@ -66,6 +66,13 @@ class AcceptPoint(str, Enum):
     """Once the task has logged them in the checkpoint (only with ``two-phase-commit`` and implicit
     mode): a batch holds several polls per consumer, and after a crash an uncommitted batch's records
     come back from this query's checkpoint, not from the group."""
+    AFTER_ROW = "after-row"
+    """Real-time mode: once the query has processed a poll's rows. For a ``foreach`` sink, which
+    writes each row as it gets it; the default there."""
+    AFTER_TASK = "after-task"
+    """Real-time mode: once the task ends, after its sink committed. For sinks that write at their
+    commit (Spark's ``kafka`` sink, ``console``, ``memory``); the default there. One poll per consumer a
+    batch."""
 
 
 # Options of the source itself that start with "kafka."; as kafka_options keys they are mistakes.

@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.executor.KafkaShareRows
 import io.github.sparkkafkashare.metrics.KafkaShareTaskMetric
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
-import io.github.sparkkafkashare.planning.KafkaShareMicroBatchStream
+import io.github.sparkkafkashare.planning.RealTimeModeSupport
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability}
 import org.apache.spark.sql.connector.metric.CustomMetric
@@ -30,7 +30,7 @@ private[sparkkafkashare] final class KafkaShareTable(options: KafkaShareSourceOp
       override def readSchema(): StructType = schema()
       override def description(): String = name()
       override def toMicroBatchStream(checkpointLocation: String): MicroBatchStream =
-        new KafkaShareMicroBatchStream(options, checkpointLocation, SparkSession.active)
+        RealTimeModeSupport.stream(options, checkpointLocation, SparkSession.active)
       // Per batch on the scan node of the Spark UI's SQL tab; the query-wide totals are the source metrics.
       override def supportedCustomMetrics(): Array[CustomMetric] = KafkaShareTaskMetric.all
     }

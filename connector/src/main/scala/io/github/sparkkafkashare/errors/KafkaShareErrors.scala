@@ -166,6 +166,20 @@ private[sparkkafkashare] object KafkaShareErrors {
   def checkpointNotAtomic(dir: String, why: String, strategy: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_CHECKPOINT_NOT_ATOMIC", null, "dir" -> dir, "why" -> why, "strategy" -> strategy)
 
+  def realTimeUnsupported(
+      option: String,
+      value: String,
+      reason: String,
+      fix: String
+  ): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_REAL_TIME_UNSUPPORTED", "option" -> option, "value" -> value, "reason" -> reason, "fix" -> fix)
+
+  def realTimeOnly(value: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_REAL_TIME_ONLY", "value" -> value)
+
+  def realTimeNeedsSpark(found: String): KafkaShareUnsupportedOperationException =
+    unsupported("KAFKA_SHARE_REAL_TIME_NEEDS_SPARK", "found" -> found)
+
   def replayRecordsGone(round: Long, records: Seq[String]): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_REPLAY_RECORDS_GONE", null, "round" -> round.toString, "records" -> records.mkString(", "))
 

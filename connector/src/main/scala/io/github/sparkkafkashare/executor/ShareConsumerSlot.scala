@@ -176,6 +176,10 @@ private[sparkkafkashare] final class ShareConsumerSlot(
   def pollPart(round: Long, timeout: Duration): java.util.List[ConsumerRecord[Array[Byte], Array[Byte]]] =
     transition(SlotTransitions.PollPart)(protocol.pollPart(_, round, timeout, limits))
 
+  /** [[SlotProtocol.acceptProcessed]]. */
+  def acceptProcessed(round: Long, processed: Int): Int =
+    transition(SlotTransitions.AcceptProcessed)(protocol.acceptProcessed(_, round, processed))
+
   /** [[SlotProtocol.acceptLogged]]. */
   def acceptLogged(round: Long, timeout: Duration): Int =
     transition(SlotTransitions.AcceptLogged)(protocol.acceptLogged(_, round, timeout))

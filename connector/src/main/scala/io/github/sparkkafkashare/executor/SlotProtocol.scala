@@ -167,6 +167,20 @@ private[executor] final class SlotProtocol(
     (next, accepted)
   }
 
+  /**
+   * Real-time mode: ACCEPTs the first `processed` records of the round's current poll, which went
+   * through the query, and RELEASEs the rest, which it never handed out. The acknowledgements ride on
+   * the next poll or commit, and the round keeps none of these records. Returns how many the consumer
+   * still held to ACCEPT.
+   */
+  def acceptProcessed(state: SlotState, round: Long, processed: Int): (SlotState, Int) = {
+    val holding = holdingRound(state, round)
+    val records = holding.held.records.asScala
+    val accepted = acknowledgeAll(round, records.take(processed).asJava, AcknowledgeType.ACCEPT)
+    acknowledgeAll(round, records.drop(processed).asJava, AcknowledgeType.RELEASE)
+    (holding.copy(held = holding.held.copy(records = new java.util.ArrayList())), accepted)
+  }
+
   /** Subscribes to `topics` if they changed, first releasing what was taken in ahead of the old ones. */
   private def resubscribe(state: Idle, topics: Set[String]): Idle =
     if (topics == state.facts.subscribed) state

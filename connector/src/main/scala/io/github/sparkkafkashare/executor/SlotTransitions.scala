@@ -18,6 +18,7 @@ private[executor] object SlotTransitions {
   val PollRound = "pollRound"
   val PollPart = "pollPart"
   val AcceptLogged = "acceptLogged"
+  val AcceptProcessed = "acceptProcessed"
   val AcceptDelivered = "acceptDelivered"
   val Hide = "hide"
   val ReleaseRound = "releaseRound"
@@ -43,6 +44,7 @@ private[executor] object SlotTransitions {
     edges(PollRound, idle -> holding, idle -> turnedAway, idle -> idle, refused -> refused),
     edges(PollPart, holding -> holding),
     edges(AcceptLogged, holding -> holding),
+    edges(AcceptProcessed, holding -> holding),
     edges(AcceptDelivered, holding -> holding),
     edges(Hide, holding -> holding),
     edges(ReleaseRound, holding -> idle, holding -> holding, idle -> idle, turnedAway -> turnedAway),

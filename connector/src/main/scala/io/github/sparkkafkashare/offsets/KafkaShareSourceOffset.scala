@@ -1,6 +1,6 @@
 package io.github.sparkkafkashare.offsets
 
-import org.apache.spark.sql.connector.read.streaming.Offset
+import org.apache.spark.sql.connector.read.streaming.{Offset, PartitionOffset}
 
 /**
  * The position of a kafka-share query: a round counter, not a Kafka offset.
@@ -33,3 +33,10 @@ private[sparkkafkashare] object KafkaShareSourceOffset {
       )
   }
 }
+
+/**
+ * Real-time mode: where a task of a round ended, which the driver merges into the batch's end offset.
+ * Every task of a batch ends in its round: a task acknowledges its records itself, so the round is all
+ * the position there is.
+ */
+private[sparkkafkashare] final case class KafkaShareRoundEnd(round: Long) extends PartitionOffset

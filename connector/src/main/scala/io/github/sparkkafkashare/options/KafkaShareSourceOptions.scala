@@ -22,7 +22,7 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     parallelism: Option[Int],
     acknowledgmentMode: AcknowledgmentMode,
     exactlyOnceStrategy: ExactlyOnceStrategy,
-    acceptPoint: AcceptPoint,
+    acknowledge: Option[AcceptPoint],
     lockTimeoutMs: Option[Long],
     partitionMaxRecordLocks: Option[Int],
     assignmentIntervalMs: Option[Int],
@@ -34,6 +34,9 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     allowNonAtomicCreate: Boolean = false
 ) {
   def groupId: String = connection.groupId
+
+  /** The accept point the option sets, or `after-commit`; in real-time mode an unset option leaves it to the sink. */
+  def acceptPoint: AcceptPoint = acknowledge.getOrElse(AcceptPoint.AfterCommit)
 }
 
 private[sparkkafkashare] object KafkaShareSourceOptions {
@@ -197,9 +200,8 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       oneOf(get(ExactlyOnceStrategyOption), ExactlyOnceStrategyOption, ExactlyOnceStrategy.all)(_.name).getOrElse(
         ExactlyOnceStrategy.None
       )
-    val acceptPoint = oneOf(get(AcknowledgeOption), AcknowledgeOption, AcceptPoint.all)(_.name)
-      .getOrElse(AcceptPoint.AfterCommit)
-    acceptPoint.refuseWith(strategy, acknowledgmentMode)
+    val acknowledge = oneOf(get(AcknowledgeOption), AcknowledgeOption, AcceptPoint.all)(_.name)
+    acknowledge.foreach(_.refuseWith(strategy, acknowledgmentMode))
 
     KafkaShareSourceOptions(
       connection = connection,
@@ -207,7 +209,7 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       parallelism = positiveInt(get(Parallelism), Parallelism),
       acknowledgmentMode = acknowledgmentMode,
       exactlyOnceStrategy = strategy,
-      acceptPoint = acceptPoint,
+      acknowledge = acknowledge,
       lockTimeoutMs = positiveLong(get(LockTimeoutMs), LockTimeoutMs),
       partitionMaxRecordLocks = positiveInt(get(PartitionMaxRecordLocks), PartitionMaxRecordLocks),
       assignmentIntervalMs = nonNegativeInt(get(AssignmentIntervalMs), AssignmentIntervalMs),

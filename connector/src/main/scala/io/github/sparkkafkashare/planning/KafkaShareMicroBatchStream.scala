@@ -10,7 +10,8 @@ import io.github.sparkkafkashare
   .acknowledgements.{AcknowledgementMarks, CheckpointAcceptPoint, DeliveredRecordsIndex, LoggedRecord, RecordCoordinates, RoundRecordsLog}
 import io.github.sparkkafkashare.executor.{AfterLogBudget, KafkaShareInputPartition, KafkaSharePartitionReaderFactory, KafkaShareReplayPartition, SlotLocations}
 import io.github.sparkkafkashare.metrics.{KafkaShareSourceMetrics, RedeliveryWarnings}
-import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
+import io.github.sparkkafkashare.errors.KafkaShareErrors
+import io.github.sparkkafkashare.offsets.{KafkaShareRoundEnd, KafkaShareSourceOffset}
 import io.github.sparkkafkashare.options.{AcceptPoint, AcknowledgmentMode, ConflictingSparkSetting, KafkaShareSourceOptions}
 import io.github.sparkkafkashare.planning.Backlog.PartitionAtRoundStart
 import io.github.sparkkafkashare.runs.RunState
@@ -21,7 +22,8 @@ import org.apache.spark.sql.kafkashare.{ExecutorLocality, QueryRunRegistry, Runn
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.connector.read.{InputPartition, PartitionReaderFactory}
-import org.apache.spark.sql.connector.read.streaming.{MicroBatchStream, Offset, ReadLimit, ReportsSourceMetrics, SupportsTriggerAvailableNow}
+import org.apache.spark.sql.connector.read
+  .streaming.{MicroBatchStream, Offset, PartitionOffset, ReadLimit, ReportsSourceMetrics, SupportsTriggerAvailableNow}
 import org.apache.spark.util.SerializableConfiguration
 
 /**
@@ -39,8 +41,12 @@ import org.apache.spark.util.SerializableConfiguration
  * A batch that Spark replays from its offset log after a restart polls nothing: the records the
  * first attempt read are still locked by consumers that died with it and come back when their
  * locks expire, while a sink that had already committed that batch id would skip any new ones.
+ *
+ * In real-time mode (Spark 4.1 and later: [[KafkaShareRealTimeStream]] declares it) a batch is a
+ * round too, planned from its start offset alone, whose tasks acknowledge their records themselves
+ * ([[RealTimeMode]]); its end offset is the round its tasks report.
  */
-private[sparkkafkashare] final class KafkaShareMicroBatchStream(
+private[sparkkafkashare] class KafkaShareMicroBatchStream(
     val options: KafkaShareSourceOptions,
     checkpointLocation: String,
     session: SparkSession
@@ -54,6 +60,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   /** The query this stream runs in: Spark creates a query's streams on its stream thread. */
   private val query = RunningStreamingQuery.of(session)
+  // Before the strategy's own checks: real-time mode turns on async progress tracking by itself.
+  if (query.exists(_.runsInRealTime)) RealTimeMode.refuseOptions(options)
   options.exactlyOnceStrategy.refuseConflicting(
     ConflictingSparkSetting.asyncProgressTracking(query.exists(_.tracksProgressAsynchronously))
   )
@@ -80,8 +88,8 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
     }
 
   runs.put(runId, this)
-  private val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
-  private val slotLocations = new SlotLocations()
+  private[planning] val counters = KafkaShareSourceMetrics.register(session.sparkContext, options.groupId)
+  private[planning] val slotLocations = new SlotLocations()
   session.sparkContext.register(slotLocations, s"kafka-share[${options.groupId}].slotLocations")
   QueryRunRegistry.publish(runId, RunState(committedThrough = -1L, homes = Map.empty))
 
@@ -135,7 +143,11 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
   override def latestOffset(): Offset =
     throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) is used instead")
 
+  /** Real-time mode: the accept point of its tasks, once Spark has prepared the stream for it. */
+  @volatile private var realTime: Option[AcceptPoint] = None
+
   override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
+    options.acknowledge.filter(_.realTime).foreach(p => throw KafkaShareErrors.realTimeOnly(p.name))
     val startRound = KafkaShareSourceOffset(start).round
     redeliveryWarnings.warnOf(counters.totals(QueryRunRegistry.countedOutsideTasks(runId)))
     policy.nextRound(startRound, lastPlanned) match {
@@ -251,6 +263,29 @@ private[sparkkafkashare] final class KafkaShareMicroBatchStream(
 
   override def createReaderFactory(): PartitionReaderFactory =
     KafkaSharePartitionReaderFactory(counters, slotLocations, recordsLog, afterLog.isDefined)
+
+  /** Real-time mode: the accept point its tasks use, once Spark has prepared the stream for it. */
+  private[planning] def realTimeAcceptPoint: Option[AcceptPoint] = realTime
+
+  /** Real-time mode: checks the options against it, and chooses how the tasks acknowledge records. */
+  private[planning] def prepareRealTime(): Unit = {
+    val point = RealTimeMode.acceptPoint(options, query.toSeq.flatMap(_.sinkClassNames))
+    logInfo(s"Real-time mode: each task ACCEPTs its records ${point.name}")
+    realTime = Some(point)
+  }
+
+  /** Real-time mode: the round after `start`, one partition per slot. */
+  private[planning] def planRealTime(start: Offset): Array[InputPartition] = {
+    val committedThrough = KafkaShareSourceOffset(start).round
+    val planned = planSlots(committedThrough, committedThrough + 1, poll = true)
+    lastPlanned = Some(planned)
+    planned.partitions
+  }
+
+  /** Real-time mode: the batch's end offset, the round its tasks ran (the one planned, if none reported). */
+  private[planning] def mergeRealTimeOffsets(ends: Array[PartitionOffset]): Offset =
+    KafkaShareSourceOffset(ends.collect { case KafkaShareRoundEnd(round) => round }.reduceOption[Long](math.max)
+      .orElse(lastPlanned.map(_.round)).getOrElse(throw new IllegalStateException("no real-time round was planned")))
 
   override def commit(end: Offset): Unit = {
     committedRound = math.max(committedRound, KafkaShareSourceOffset(end).round)

@@ -180,6 +180,21 @@ class SlotProtocolSuite extends AnyFunSuite {
     intercept[IllegalStateException](s.settle(committedThrough = 13, AcknowledgementMarks.None))
   }
 
+  test(
+    "real-time, Holding to Holding: a poll's processed records are ACCEPTed, the rest RELEASEd, with the next poll"
+  ) {
+    val (s, c) = slot()(_.willPoll(Records(record(1), record(2), record(3)), Records(record(4))))
+    s.pollRound(14, Set("t"), second, inParts = true)
+    assert(s.acceptProcessed(14, processed = 2) == 2)
+    assert(c.applied.isEmpty, "marked, sent with the next poll")
+    assert(offsets(s.pollPart(14, second)) == Seq(4))
+    assert(appliedOf(c, AcknowledgeType.ACCEPT) == Seq(1, 2) && appliedOf(c, AcknowledgeType.RELEASE) == Seq(3))
+    assert(s.heldFor(14).map(offsets).contains(Seq(4)), "the round keeps none of the acknowledged records")
+    s.acceptProcessed(14, processed = 0) // the task failed: nothing it handed out counts as processed
+    s.flush(second)
+    assert(appliedOf(c, AcknowledgeType.RELEASE) == Seq(3, 4))
+  }
+
   test("Holding to Idle: a round the batch does not read is released and sent") {
     val (s, c) = slot()(_.willPoll(Records(record(1), record(2))))
     s.pollRound(5, Set("t"), second)

@@ -22,6 +22,9 @@ final class RunningStreamingQuery private (execution: AnyRef) {
    */
   def runsBackToBack: Boolean = call("trigger") == ProcessingTimeTrigger(0L)
 
+  /** Whether the query runs in real-time mode (a real-time trigger, Spark 4.1 and later). */
+  def runsInRealTime: Boolean = call("trigger").getClass.getSimpleName == "RealTimeTrigger"
+
   /**
    * Whether the query writes its offset and commit logs in the background (the writeStream option
    * `asyncProgressTrackingEnabled`): then a batch's commit log entry may be written after the next
@@ -34,6 +37,15 @@ final class RunningStreamingQuery private (execution: AnyRef) {
   def committedOffset(stream: SparkDataStream): Option[Offset] = call("committedOffsets") match {
     case committed: scala.collection.Map[SparkDataStream @unchecked, Offset @unchecked] => committed.get(stream)
     case _ => None
+  }
+
+  /**
+   * The classes of the query's sink, to tell how it writes: its table's (Spark-internal), and the
+   * writer's where the table wraps one (`foreach`: a `ForeachWriter`, or Python's).
+   */
+  def sinkClassNames: Seq[String] = Try(call("sink")).toOption.flatMap(Option(_)).toSeq.flatMap { sink =>
+    sink.getClass.getName +: Try(sink.getClass.getMethod("writer").invoke(sink)).toOption.flatMap(Option(_))
+      .map(_.getClass.getName).toSeq
   }
 
   private def call(method: String): AnyRef = execution.getClass.getMethod(method).invoke(execution)
