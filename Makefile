@@ -35,7 +35,7 @@ help:
 	@echo "make test-python pytest (python/tests, integration-tests) against the local broker, after make lint"
 	@echo "make fault-matrix every case of the fault-injection matrix (make test runs a part of it; ~30 min)"
 	@echo "make test-extended the slow cases make test leaves out, each covered there by a faster one (~5 min)"
-	@echo "make test-cluster the faults of a three-node Kafka cluster during drains (make test runs one of them)"
+	@echo "make test-cluster the faults of a three-node Kafka cluster during drains (~20 min)"
 	@echo "make test-compat the compatibility subset on Spark 3.5, 4.0, 4.1, 4.2, 4.3 and Kafka 4.1 to 4.4"
 	@echo "make test-compat-oldest the compatibility subset on Spark 3.5 with Scala 2.12 only (CI runs it)"
 	@echo "make publish-local a Maven repository of the connector in target/maven-repo; make test-packages uses it"

@@ -6,8 +6,9 @@ lost, nothing read twice under `two-phase-commit`, and nothing left in the group
 `none` the records the group delivered again are counted: they are the records whose consumer's
 acknowledgement or lock the fault cost (`acknowledgementsFailed`, `locksExpired`).
 
-`make test-cluster` runs every case; `make test` runs the paused leader under `two-phase-commit` (the
-cases marked `cluster_only` are left to `make test-cluster`)."""
+`make test-cluster` runs every case; `make test` leaves them all to it (they are marked
+`cluster_only`): each waits out a node's fault for minutes, and BrokerPauseSuite shows a single paused
+broker's locks in `make test`."""
 
 from __future__ import annotations
 
@@ -214,9 +215,8 @@ def new_topic(cluster: ThreeNodes, leader: int | None = None) -> str:
 STRATEGIES = ["none", "two-phase-commit"]
 
 
-@pytest.mark.parametrize(
-    "strategy", [pytest.param("none", marks=pytest.mark.cluster_only), "two-phase-commit"]
-)
+@pytest.mark.cluster_only
+@pytest.mark.parametrize("strategy", ["none", "two-phase-commit"])
 def test_the_leader_paused_past_the_lock_then_resumed_loses_nothing_and_the_drain_goes_on(
     spark: SparkSession, cluster: ThreeNodes, group: str, strategy: str
 ) -> None:
