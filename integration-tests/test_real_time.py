@@ -62,7 +62,7 @@ def foreach_rows(workdir: Path) -> list[tuple[str, int, int]]:
     rows = []
     for f in (workdir / "out" / "rows").glob("*.csv"):
         for line in f.read_text().splitlines():
-            value, count, latency = line.split(",")
+            value, count, latency, _ = line.split(",")
             rows.append((value, int(count), int(latency)))
     return rows
 

@@ -42,10 +42,14 @@ def parse_args(description: str | None) -> argparse.Namespace:
     parser.add_argument("--first-batch-rounds", type=int, default=2)
     parser.add_argument(
         "--sections",
-        default="ab,floor,async,idle,d,firstbatch,strategies,objectstore",
+        default="ab,floor,async,idle,d,firstbatch,strategies,objectstore,latency",
         help="comma-separated: ab (raw vs kafka-share), idle, d (per-record work), strategies (their cost), "
         "objectstore (the strategies with the checkpoint on S3), floor (Spark's own cost of a micro-batch), "
         "async (b and the floor with Spark's async progress tracking), firstbatch (the first batch at P=2 "
-        "and P=4: the assignment interval at 0, a poll timeout shorter than it)",
+        "and P=4: the assignment interval at 0, a poll timeout shorter than it), latency (CreateTime to "
+        "sink at a steady rate, real-time mode and the default trigger, against Spark's kafka source)",
     )
+    parser.add_argument("--latency-rates", default="1000,10000", help="records a second, comma-separated")
+    parser.add_argument("--latency-partitions", default="1,4", help="comma-separated")
+    parser.add_argument("--latency-seconds", type=int, default=60, help="how long each latency run produces")
     return parser.parse_args()

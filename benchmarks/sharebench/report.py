@@ -71,6 +71,46 @@ def lock_limit_ceiling(
     return limit * drain["partitions"] / (floor["batch_ms_p50"] / 1000), limit, floor["batch_ms_p50"]
 
 
+def print_latency(results: list[dict[str, Any]]) -> None:
+    """The latency section's table: each run's latency and rate, with its ratio to Spark's `kafka`
+    source in the same mode at the same rate and partitions."""
+    runs = [r for r in results if r["scenario"].startswith("latency)")]
+    if not runs:
+        return
+
+    def fmt(v: Any) -> str:
+        return "-" if v is None else f"{v:,.0f}" if isinstance(v, float) else str(v)
+
+    print(
+        "\nlatency: scenario | rate | partitions | p50 ms | p99 ms | max ms | records/s "
+        "| p50, p99 against kafka"
+    )
+    for r in runs:
+        mode = "real-time" if "real-time" in r["scenario"] else "default"
+        kafka = next(
+            (
+                k
+                for k in runs
+                if k["scenario"].startswith("latency) kafka,")
+                and mode in k["scenario"]
+                and (k["rate"], k["partitions"]) == (r["rate"], r["partitions"])
+            ),
+            None,
+        )
+        ratios = (
+            f"{r['latency_ms_p50'] / max(kafka['latency_ms_p50'], 1):.2f}x, "
+            f"{r['latency_ms_p99'] / max(kafka['latency_ms_p99'], 1):.2f}x"
+            if kafka
+            and r is not kafka
+            and r["latency_ms_p50"] is not None
+            and kafka["latency_ms_p50"] is not None
+            else "-"
+        )
+        cells = [r["scenario"], r["rate"], r["partitions"], r["latency_ms_p50"], r["latency_ms_p99"]]
+        cells += [r["latency_ms_max"], r["records_per_s"], ratios]
+        print(" | ".join(fmt(c) for c in cells))
+
+
 def print_table(results: list[dict[str, Any]]) -> None:
     """The table of every result, then the lines that compare them: b against a and c, the parts of a
     batch, the slow batches, d's scaling, firstbatch, idle's CPU use, and e's and f's costs."""
@@ -78,6 +118,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
     def fmt(v: Any) -> str:
         return "-" if v is None else f"{v:,.0f}" if isinstance(v, float) else str(v)
 
+    print_latency(results)
+    results = [r for r in results if not r["scenario"].startswith("latency)")]
     columns = [
         "scenario",
         "partitions",

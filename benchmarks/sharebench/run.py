@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from . import REPO, scenarios
 from .kafka_tools import Kafka, broker_version, make_topic
+from .latency import latency
 from .object_store import S3Emulator
 from .options import parse_args
 from .report import print_table, write_results
@@ -25,6 +26,8 @@ def main(description: str | None) -> None:
     sections = set(args.sections.split(","))
     kafka = Kafka(args.bootstrap_servers, args.record_size, args.record_batch_bytes)
     jars = [args.jar, *sbt_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")]
+    if "latency" in sections:  # its sink, a foreach writer that writes each row as it gets it
+        jars += sbt_jars("jvmHelpers", "jvm-helpers-")
     s3 = S3Emulator() if "objectstore" in sections else None
     if s3:
         jars += sbt_jars("objectStore", "hadoop-aws-")
@@ -63,6 +66,10 @@ def main(description: str | None) -> None:
         results += scenarios.strategies(spark, kafka, topic_4p, args.records)
     if s3:
         results += scenarios.on_object_store(spark, kafka, s3, args.s3_records)
+    if "latency" in sections:
+        rates = [int(r) for r in args.latency_rates.split(",")]
+        partitions = [int(p) for p in args.latency_partitions.split(",")]
+        results += latency(spark, kafka, rates, partitions, args.latency_seconds)
     spark.stop()
     if s3:
         s3.stop()

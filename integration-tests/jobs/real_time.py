@@ -2,7 +2,8 @@
 application of its own: the job of test_real_time.py.
 
 `--sink foreach` writes each row as it gets it, through the JVM writer `example.sinks.RowFileWriter`
-(integration-tests/jvm-helpers), to `<out>/rows/*.csv`: `<value>,<deliveryCount>,<latency ms>` a line.
+(integration-tests/jvm-helpers), to `<out>/rows/*.csv`: `<value>,<deliveryCount>,<latency ms>,<written
+at ms>` a line.
 `--sink kafka` writes each value to `--sink-topic` through Spark's own Kafka sink, with its
 deliveryCount in a header of that name. The query runs until the sink has written `--until-rows`
 distinct values (the foreach sink, counting what earlier runs in `<out>` wrote; the kafka sink: until the

@@ -15,8 +15,8 @@ import org.apache.spark.sql.Row;
 
 /**
  * A {@code foreach} sink that writes each row as it gets it, as a real-time query's JVM writer does:
- * a line per row, {@code <value>,<deliveryCount>,<latency ms>} (from the record's timestamp to the
- * write), flushed before {@link #process} returns, to a file of its own per task attempt in
+ * a line per row, {@code <value>,<deliveryCount>,<latency ms>,<written at ms>} (the latency from the
+ * record's timestamp to the write), flushed before {@link #process} returns, to a file of its own per task attempt in
  * {@code directory}. The rows need columns {@code value} (string), {@code deliveryCount} and
  * {@code timestamp}.
  *
@@ -52,10 +52,11 @@ public final class RowFileWriter extends ForeachWriter<Row> {
 
   @Override
   public void process(Row row) {
-    long latencyMs = System.currentTimeMillis() - row.getTimestamp(row.fieldIndex("timestamp")).getTime();
+    long now = System.currentTimeMillis();
+    long latencyMs = now - row.getTimestamp(row.fieldIndex("timestamp")).getTime();
     try {
       out.write(row.getString(row.fieldIndex("value")) + "," + row.getInt(row.fieldIndex("deliveryCount")) + ","
-          + latencyMs);
+          + latencyMs + "," + now);
       out.newLine();
       out.flush();
     } catch (IOException e) {
