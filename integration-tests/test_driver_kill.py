@@ -172,6 +172,8 @@ def test_an_after_log_checkpoint_restarts_only_under_the_strategy_that_re_runs_i
     assert_every_record_once(expected + later + last, got, kafka=kafka, group=group, topic=topic)
 
 
+# test_real_time.py's driver kill covers a query with async progress tracking killed and restarted.
+@pytest.mark.extended
 def test_a_query_with_async_progress_tracking_into_kafka_killed_mid_stream_loses_nothing(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -256,6 +256,8 @@ def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     assert set(duplicated) == set(first["values"])
 
 
+# test_security.py's TLS cases cover the truststore in local mode.
+@pytest.mark.extended
 def test_a_truststore_only_the_driver_has_fails_on_the_executors_saying_to_ship_it_and_works_once_shipped(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

@@ -8,9 +8,9 @@ application of its own (a restart, or a run with no fault in its JVMs) runs in t
 session (conftest.drain_in_session), which saves an application's start. The sink skips a batch id
 it already wrote, like the file sink and Delta: the case where re-run batches matter.
 
-`make fault-matrix` runs every case (about 15 minutes on 2 cores). `make test`, and so CI, runs
-every fault under the strategies it puts most at risk (mostly those whose guarantee is exact); the
-other cases carry the `full_matrix_only` mark.
+`make fault-matrix` runs every case. `make test`, and so CI, runs each fault under a strategy it
+puts at risk (mostly those whose guarantee is exact); the other cases carry the `full_matrix_only`
+mark.
 """
 
 from __future__ import annotations
@@ -106,14 +106,13 @@ def test_idempotent_sink_recipe_keeps_one_row_per_record_when_the_driver_is_kill
     )
 
 
-# two-phase-commit's sink-written case is also in make test as test_driver_kill.py's re-run case, the
-# same kill and restart with RELEASE marks in the killed batch.
+# In make test: two-phase-commit killed after a commit, and after-log (which logs as two-phase-commit
+# does) killed once its sink wrote; two-phase-commit's sink-written case is test_driver_kill.py's
+# re-run case, the same kill and restart with RELEASE marks in the killed batch.
 @cases(
     "strategy,stage",
     {
-        ("two-phase-commit", "tasks-running"),
         ("two-phase-commit", "committed"),
-        ("checkpoint-dedup", "committed"),
         ("after-log", "sink-written"),
     },
     STRATEGIES,
@@ -208,7 +207,6 @@ TASK_FAULTS = {
     "strategy,fault",
     {
         ("checkpoint-dedup", "task-failure"),
-        ("two-phase-commit", "executor-kill"),
         ("after-log", "executor-kill"),
     },
     STRATEGIES,
@@ -323,7 +321,7 @@ BROKER_RESTART_MOMENTS = {
 
 @cases(
     "strategy,moment",
-    {("two-phase-commit", "after-a-batch"), ("checkpoint-dedup", "inside-a-round")},
+    {("checkpoint-dedup", "inside-a-round")},
     STRATEGIES,
     BROKER_RESTART_MOMENTS,
 )

@@ -147,9 +147,9 @@ def through_worker_loss(
 STRATEGIES = ["none", "two-phase-commit"]
 
 
-@pytest.mark.parametrize(
-    "strategy", [pytest.param("none", marks=pytest.mark.full_matrix_only), "two-phase-commit"]
-)
+# make test covers a lost executor with the fault matrix's executor kills on local-cluster.
+@pytest.mark.full_matrix_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_an_available_now_drain_that_loses_a_worker_reads_what_its_consumers_held_before_it_ends(
     cluster: StandaloneCluster, kafka: KafkaCluster, group: str, strategy: str, tmp_path: Path
 ) -> None:
