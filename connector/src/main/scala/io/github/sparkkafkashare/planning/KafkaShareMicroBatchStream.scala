@@ -227,8 +227,9 @@ private[sparkkafkashare] class KafkaShareMicroBatchStream(
         () => slotLocations.homes.get(slot).filter(ExecutorLocality.sortedExecutors().contains)
       partition: InputPartition
     }.toArray
-    // Only a round that waits the full poll timeout may show that a partition is empty.
-    val roundStart = if (poll && !policy.flowing) {
+    // Only a round that waits the full poll timeout may show that a partition is empty. Real-time mode
+    // never drains, and its turnovers wait on the planning: it reads no end offsets.
+    val roundStart = if (poll && !policy.flowing && realTime.isEmpty) {
       outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty[
         TopicPartition,
         PartitionAtRoundStart
