@@ -7,6 +7,7 @@ import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.options.KafkaConnection
+import io.github.sparkkafkashare.security.SparkKafkaToken
 import org.apache.kafka.clients.producer.{KafkaProducer, ProducerConfig, ProducerRecord}
 import org.apache.kafka.common.KafkaException
 import org.apache.kafka.common.header.internals.RecordHeader
@@ -42,7 +43,8 @@ private[sparkkafkashare] object DeadLetters {
 
   private def copy(connection: KafkaConnection, topic: String, records: Seq[Row]): Unit = {
     val known = ProducerConfig.configNames().asScala
-    val config = connection.clientSettings(known.contains) ++ Map(
+    val settings = connection.clientSettings(known.contains)
+    val config = SparkKafkaToken.withCurrentLogin(settings, connection.bootstrapServers) ++ Map(
       ProducerConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
       ProducerConfig.ACKS_CONFIG -> "all",
       ProducerConfig.CLIENT_ID_CONFIG -> s"kafka-share-dead-letters-${connection.groupId}"

@@ -10,6 +10,7 @@ import io.github.sparkkafkashare.clients.ClientTopicIds
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.metrics.TaskCounts
 import io.github.sparkkafkashare.options.KafkaShareSourceOptions
+import io.github.sparkkafkashare.security.SparkKafkaToken
 import org.apache.kafka.clients.consumer.{ConsumerConfig, ConsumerRecord, KafkaConsumer}
 import org.apache.kafka.common.{KafkaException, TopicPartition}
 import org.apache.kafka.common.errors.TimeoutException
@@ -100,7 +101,8 @@ private[sparkkafkashare] final class KafkaShareReplayReader(
 
   private def newConsumer(): KafkaConsumer[Array[Byte], Array[Byte]] = {
     val known = ConsumerConfig.configNames().asScala
-    val config = consumerConfig.filter { case (k, _) => known.contains(k) } -- Seq(
+    val settings = consumerConfig.filter { case (k, _) => known.contains(k) }
+    val config = SparkKafkaToken.withCurrentLogin(settings, bootstrapServers) -- Seq(
       ConsumerConfig.GROUP_ID_CONFIG,
       "share.acknowledgement.mode",
       "share.acquire.mode"

@@ -161,6 +161,11 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     val pollSize = ConsumerConfig.MAX_POLL_RECORDS_CONFIG
     if (slot.turnedAwayAsGroupFull) {
       logDebug(s"Slot ${slot.key.slot}: replacing its consumer, which the full group turned away, to ask again.")
+    } else if (slot.config.get(pollSize) == config.get(pollSize)) {
+      // The settings hold secrets: name only what changed.
+      logInfo(
+        s"Slot ${slot.key.slot}: replacing its consumer, whose settings changed (a new Kafka delegation token, say)."
+      )
     } else {
       logInfo(
         s"Slot ${slot.key.slot}: replacing its consumer, whose $pollSize goes from ${slot.config.get(pollSize)} " +

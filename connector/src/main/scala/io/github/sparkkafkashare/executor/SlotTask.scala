@@ -3,6 +3,7 @@ package io.github.sparkkafkashare.executor
 import scala.jdk.CollectionConverters._
 
 import io.github.sparkkafkashare.metrics.TaskCounts
+import io.github.sparkkafkashare.security.SparkKafkaToken
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.kafkashare.ExecutorLocality
@@ -23,10 +24,13 @@ private[executor] final class SlotTask(
 ) {
   val here: String = ExecutorLocality.currentExecutor()
 
+  // The driver's settings, and a login with the Kafka delegation token Spark holds in this JVM now:
+  // a consumer created with an older token differs, so readyToPoll replaces it.
   private val config: java.util.Map[String, Object] = {
     val settings = partition.consumerConfig
     val clientId = settings(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot
-    (settings + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
+    val withToken = SparkKafkaToken.withCurrentLogin(settings, settings(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG))
+    (withToken + (ConsumerConfig.CLIENT_ID_CONFIG -> clientId)).asJava.asInstanceOf[java.util.Map[String, Object]]
   }
 
   private var borrowed =

@@ -9,6 +9,7 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.errors.{KafkaShareErrors, KafkaShareRuntimeException}
 import io.github.sparkkafkashare.executor.GroupLimits
 import io.github.sparkkafkashare.options.{KafkaConnection, KafkaShareSourceOptions, Subscription}
+import io.github.sparkkafkashare.security.SparkKafkaToken
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, AlterConfigOp, ConfigEntry, ListShareGroupOffsetsSpec, OffsetSpec, ShareGroupDescription, SharePartitionOffsetInfo, TopicDescription}
 import org.apache.kafka.common.{KafkaException, KafkaFuture, TopicCollection, TopicPartition, Uuid}
 import org.apache.kafka.common.config.ConfigResource
@@ -26,12 +27,32 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   import ShareGroupAdmin._
   import ShareGroupConfigs._
 
-  private val admin: Admin =
-    try Admin.create(adminConfig(connection))
+  // The client and the Spark delegation token it logs in with; replaced when Spark obtains a new token.
+  @volatile private var client: (Option[SparkKafkaToken], Admin) = {
+    val token = SparkKafkaToken.current(connection.bootstrapServers)
+    (token, newAdmin(token))
+  }
+
+  private def newAdmin(token: Option[SparkKafkaToken]): Admin =
+    try Admin.create(adminConfig(connection, token))
     catch {
       // Kafka says only "Failed to create new KafkaAdminClient"; the cause (a login module, say) is what helps.
       case e: KafkaException => throw KafkaShareErrors.clientNotCreated("Admin client", connection.groupId, e)
     }
+
+  /** The Admin client, created anew with the token Spark holds now if it is not the one in use. */
+  private def admin: Admin = synchronized {
+    val token = SparkKafkaToken.current(connection.bootstrapServers)
+    if (token != client._1) {
+      logInfo(
+        s"Creating a new Admin client: the Spark delegation token for Kafka changed to ${token.getOrElse("none")}."
+      )
+      val old = client._2
+      client = (token, newAdmin(token))
+      old.close(java.time.Duration.ofSeconds(5))
+    }
+    client._2
+  }
   private val group = connection.groupId
   private val answered = new AtomicLong()
   private val waitedNanos = new AtomicLong()
@@ -292,7 +313,7 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
   private def unreachable(action: String, cause: Throwable) =
     KafkaShareErrors.brokerUnreachable(connection.bootstrapServers, connection.apiTimeoutMs, action, cause)
 
-  override def close(): Unit = admin.close(java.time.Duration.ofSeconds(5))
+  override def close(): Unit = client._2.close(java.time.Duration.ofSeconds(5))
 
   /** [[await]], with None for a topic or partition that does not exist (a topic deleted, or not created yet). */
   private def awaitIfExists[T](action: String, future: KafkaFuture[T]): Option[T] =
@@ -321,9 +342,9 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
 private[sparkkafkashare] object ShareGroupAdmin {
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
-  def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
+  def adminConfig(connection: KafkaConnection, token: Option[SparkKafkaToken]): java.util.Map[String, Object] = {
     val known = AdminClientConfig.configNames().asScala
-    val config = connection.clientSettings(known.contains) ++ Map(
+    val config = SparkKafkaToken.withLogin(connection.clientSettings(known.contains), token) ++ Map(
       AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
       AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> connection.apiTimeoutMs.toString,
       AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(connection.apiTimeoutMs, 30000L).toString,

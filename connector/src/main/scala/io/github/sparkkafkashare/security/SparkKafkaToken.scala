@@ -1,0 +1,132 @@
+package io.github.sparkkafkashare.security
+
+import java.util.Base64
+
+import scala.util.control.NonFatal
+
+import org.apache.hadoop.io.Text
+import org.apache.hadoop.security.{Credentials, UserGroupInformation}
+import org.apache.kafka.clients.CommonClientConfigs
+import org.apache.kafka.common.config.SaslConfigs
+import org.apache.kafka.common.security.JaasContext
+import org.apache.kafka.common.security.scram.ScramLoginModule
+import org.apache.spark.{SparkConf, SparkEnv}
+import org.apache.spark.internal.Logging
+
+/**
+ * A Kafka delegation token that Spark obtained on the driver (`spark.kafka.clusters.<id>.*`) and
+ * shipped to every JVM of the application in the Hadoop credentials. The HMAC is the token's
+ * password: [[toString]] leaves it out, and no message names it.
+ */
+private[sparkkafkashare] final case class SparkKafkaToken(
+    clusterId: String,
+    tokenId: String,
+    hmac: String,
+    mechanism: String,
+    securityProtocol: String
+) {
+
+  /** The JAAS entry of a SCRAM login with the token; holds the HMAC, never log it. */
+  def jaasConfig: String =
+    s"""${SparkKafkaToken.LoginModule} required tokenauth=true username="$tokenId" password="$hmac";"""
+
+  override def toString: String =
+    s"SparkKafkaToken(cluster $clusterId, token $tokenId, $mechanism over $securityProtocol, hmac redacted)"
+}
+
+/**
+ * Which of Spark's Kafka tokens a client uses, and the settings that log in with it, as Spark's
+ * `kafka` source does: the token of the one cluster whose `target.bootstrap.servers.regex` matches a
+ * bootstrap server. Read from this JVM's credentials each time a client is created, so a token Spark
+ * obtained anew replaces the old one in the clients created after it (Spark re-obtains Kafka tokens
+ * rather than renewing them).
+ *
+ * Only through APIs that Spark 3.5 to 4.3 all have (`SparkConf`, Hadoop's `UserGroupInformation`):
+ * Spark's own token classes are `private[spark]` on 3.5.
+ */
+private[sparkkafkashare] object SparkKafkaToken extends Logging {
+
+  val ClustersPrefix = "spark.kafka.clusters."
+  val EnabledConf = "spark.security.credentials.kafka.enabled"
+  val DefaultMechanism = "SCRAM-SHA-512"
+  val DefaultSecurityProtocol = "SASL_SSL"
+
+  /** Spark's alias for a cluster's token in the Hadoop credentials. */
+  def alias(clusterId: String): Text = new Text(s"kafka.server.delegation.token.$clusterId")
+
+  /** Kafka's SCRAM login module as this jar's (possibly shaded) client has it. */
+  private[security] val LoginModule: String = classOf[ScramLoginModule].getName
+
+  /**
+   * The token of the cluster that matches `bootstrapServers`, if Spark holds one; fails when tokens of
+   * several clusters match, as Spark's `kafka` source does.
+   */
+  def find(
+      bootstrapServers: String,
+      conf: SparkConf,
+      credentials: Credentials
+  ): Option[SparkKafkaToken] = if (!conf.getBoolean(EnabledConf, defaultValue = true)) None
+  else {
+    val clusters = conf.getAllWithPrefix(ClustersPrefix).toMap
+    val ids = clusters.keys.collect {
+      case k if k.endsWith(".auth.bootstrap.servers") =>
+        k.stripSuffix(".auth.bootstrap.servers")
+    }.toSeq.sorted
+    val servers = bootstrapServers.split(",").map(_.trim).filter(_.nonEmpty)
+    val matching = ids.flatMap { id =>
+      val regex = clusters.getOrElse(s"$id.target.bootstrap.servers.regex", ".*")
+      Option(credentials.getToken(alias(id))).filter(_ => servers.exists(_.matches(regex))).map { token =>
+        SparkKafkaToken(
+          id,
+          new String(token.getIdentifier, "UTF-8"),
+          Base64.getEncoder.encodeToString(token.getPassword),
+          clusters.getOrElse(s"$id.sasl.token.mechanism", DefaultMechanism),
+          clusters.getOrElse(s"$id.security.protocol", DefaultSecurityProtocol)
+        )
+      }
+    }
+    require(
+      matching.size <= 1,
+      s"Spark holds Kafka delegation tokens of several clusters (${matching.map(_.clusterId).mkString(", ")}) " +
+        s"whose ${ClustersPrefix}<id>.target.bootstrap.servers.regex matches $bootstrapServers: make one match."
+    )
+    matching.headOption
+  }
+
+  /** [[find]], with this JVM's Spark conf and the current user's credentials. */
+  def current(bootstrapServers: String): Option[SparkKafkaToken] =
+    Option(SparkEnv.get).flatMap { env =>
+      find(bootstrapServers, env.conf, UserGroupInformation.getCurrentUser.getCredentials)
+    }
+
+  /**
+   * `settings` (a client's, with Kafka's names) and a login with `token`, unless the user chose how
+   * to log in: a `sasl.jaas.config` of theirs, or a global JAAS `KafkaClient` entry in this JVM.
+   * Their `security.protocol` stays too.
+   */
+  def withLogin(
+      settings: Map[String, String],
+      token: Option[SparkKafkaToken],
+      globalJaas: => Boolean = globalJaasProvided
+  ): Map[String, String] = token match {
+    case Some(t) if !settings.contains(SaslConfigs.SASL_JAAS_CONFIG) && !globalJaas =>
+      require(t.mechanism.startsWith("SCRAM"), s"A Kafka delegation token works only with SCRAM, not ${t.mechanism}.")
+      logDebug(s"Logging in to Kafka with $t.")
+      Map(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG -> t.securityProtocol) ++ settings ++ Map(
+        SaslConfigs.SASL_JAAS_CONFIG -> t.jaasConfig,
+        SaslConfigs.SASL_MECHANISM -> t.mechanism
+      )
+    case _ => settings
+  }
+
+  /** [[withLogin]] with the token Spark holds for the cluster `settings` name, in this JVM. */
+  def withCurrentLogin(settings: Map[String, String], bootstrapServers: String): Map[String, String] =
+    withLogin(settings, current(bootstrapServers))
+
+  /** Whether this JVM has a JAAS `KafkaClient` entry (`java.security.auth.login.config`), which wins. */
+  def globalJaasProvided: Boolean =
+    try {
+      JaasContext.loadClientContext(java.util.Collections.emptyMap[String, AnyRef]())
+      true
+    } catch { case NonFatal(_) => false }
+}

@@ -1,0 +1,124 @@
+package io.github.sparkkafkashare.security
+
+import java.nio.charset.StandardCharsets.UTF_8
+import java.security.PrivilegedExceptionAction
+import java.util.Base64
+
+import org.apache.hadoop.io.Text
+import org.apache.hadoop.security.{Credentials, UserGroupInformation}
+import org.apache.hadoop.security.token.{Token, TokenIdentifier}
+import org.apache.kafka.common.config.SaslConfigs
+import org.apache.kafka.common.security.scram.ScramLoginModule
+import org.apache.spark.SparkConf
+import org.scalatest.funsuite.AnyFunSuite
+
+/** The login a client gets from the Kafka delegation tokens Spark put in the Hadoop credentials. */
+class SparkKafkaTokenSuite extends AnyFunSuite {
+  private val Servers = "broker1:9093,broker2:9093"
+  private val TokenId = "tok-3f9a"
+  private val Hmac = Array[Byte](1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+  private val HmacBase64 = Base64.getEncoder.encodeToString(Hmac)
+
+  private def token(id: String, hmac: Array[Byte]): Token[TokenIdentifier] =
+    new Token[TokenIdentifier](id.getBytes(UTF_8), hmac, new Text("KAFKA_DELEGATION_TOKEN"), new Text("kafka"))
+
+  private def credentials(clusters: String*): Credentials = {
+    val c = new Credentials()
+    clusters.foreach(id => c.addToken(SparkKafkaToken.alias(id), token(TokenId, Hmac)))
+    c
+  }
+
+  private def conf(pairs: (String, String)*): SparkConf = {
+    val c = new SparkConf(false)
+    pairs.foreach { case (k, v) => c.set(k, v) }
+    c
+  }
+
+  private val clusterA = Seq(
+    "spark.kafka.clusters.a.auth.bootstrap.servers" -> "broker1:9092",
+    "spark.kafka.clusters.a.target.bootstrap.servers.regex" -> "broker1:.*"
+  )
+
+  private def login(settings: Map[String, String], token: Option[SparkKafkaToken]) =
+    SparkKafkaToken.withLogin(settings, token, globalJaas = false)
+
+  test("a token of the matched cluster, from the current user's credentials, sets the JAAS login and SCRAM") {
+    val ugi = UserGroupInformation.createRemoteUser("executor")
+    ugi.addToken(SparkKafkaToken.alias("a"), token(TokenId, Hmac))
+    val found = ugi.doAs(new PrivilegedExceptionAction[Option[SparkKafkaToken]] {
+      override def run(): Option[SparkKafkaToken] =
+        SparkKafkaToken.find(Servers, conf(clusterA: _*), UserGroupInformation.getCurrentUser.getCredentials)
+    })
+    assert(found.map(_.tokenId).contains(TokenId))
+    val settings = login(Map("bootstrap.servers" -> Servers), found)
+    assert(settings(SaslConfigs.SASL_JAAS_CONFIG) ==
+      s"""${classOf[ScramLoginModule].getName} required tokenauth=true username="$TokenId" password="$HmacBase64";""")
+    assert(settings(SaslConfigs.SASL_MECHANISM) == "SCRAM-SHA-512")
+    assert(settings("security.protocol") == "SASL_SSL")
+  }
+
+  test("the cluster's sasl.token.mechanism and security.protocol count; the user's security.protocol wins") {
+    val c = conf(clusterA ++ Seq(
+      "spark.kafka.clusters.a.sasl.token.mechanism" -> "SCRAM-SHA-256",
+      "spark.kafka.clusters.a.security.protocol" -> "SASL_PLAINTEXT"
+    ): _*)
+    val found = SparkKafkaToken.find(Servers, c, credentials("a"))
+    val settings = login(Map.empty, found)
+    assert(settings(SaslConfigs.SASL_MECHANISM) == "SCRAM-SHA-256")
+    assert(settings("security.protocol") == "SASL_PLAINTEXT")
+    assert(login(Map("security.protocol" -> "SASL_SSL"), found)("security.protocol") == "SASL_SSL")
+  }
+
+  test("no cluster whose regex matches, or no token of the matched cluster: nothing") {
+    val elsewhere = conf(
+      "spark.kafka.clusters.a.auth.bootstrap.servers" -> "other:9092",
+      "spark.kafka.clusters.a.target.bootstrap.servers.regex" -> "other:.*"
+    )
+    assert(SparkKafkaToken.find(Servers, elsewhere, credentials("a")).isEmpty)
+    assert(SparkKafkaToken.find(Servers, conf(clusterA: _*), credentials("b")).isEmpty)
+    assert(SparkKafkaToken.find(Servers, conf(), credentials("a")).isEmpty)
+    assert(login(Map("bootstrap.servers" -> Servers), None) == Map("bootstrap.servers" -> Servers))
+  }
+
+  test("the default regex matches every server, as Spark's") {
+    val c = conf("spark.kafka.clusters.a.auth.bootstrap.servers" -> "broker1:9092")
+    assert(SparkKafkaToken.find(Servers, c, credentials("a")).map(_.clusterId).contains("a"))
+  }
+
+  test("the user's own sasl.jaas.config wins, and so does a global JAAS KafkaClient entry") {
+    val found = SparkKafkaToken.find(Servers, conf(clusterA: _*), credentials("a"))
+    val own = Map(SaslConfigs.SASL_JAAS_CONFIG -> "mine", SaslConfigs.SASL_MECHANISM -> "PLAIN")
+    assert(login(own, found) == own)
+    assert(SparkKafkaToken.withLogin(Map("a" -> "b"), found, globalJaas = true) == Map("a" -> "b"))
+  }
+
+  test("spark.security.credentials.kafka.enabled=false: nothing") {
+    val off = conf(clusterA :+ (SparkKafkaToken.EnabledConf -> "false"): _*)
+    assert(SparkKafkaToken.find(Servers, off, credentials("a")).isEmpty)
+  }
+
+  test("tokens of two matched clusters fail, naming the clusters") {
+    val two = conf(clusterA ++ Seq("spark.kafka.clusters.b.auth.bootstrap.servers" -> "broker2:9092"): _*)
+    val e = intercept[IllegalArgumentException](SparkKafkaToken.find(Servers, two, credentials("a", "b")))
+    assert(e.getMessage.contains("(a, b)"))
+    assert(!e.getMessage.contains(HmacBase64))
+  }
+
+  test("a token that is not SCRAM's is refused") {
+    val c = conf(clusterA :+ ("spark.kafka.clusters.a.sasl.token.mechanism" -> "PLAIN"): _*)
+    val found = SparkKafkaToken.find(Servers, c, credentials("a"))
+    val e = intercept[IllegalArgumentException](login(Map.empty, found))
+    assert(!e.getMessage.contains(HmacBase64))
+  }
+
+  test("the HMAC is never in toString, and a renewed token differs") {
+    val found = SparkKafkaToken.find(Servers, conf(clusterA: _*), credentials("a")).get
+    assert(!found.toString.contains(HmacBase64))
+    assert(found.toString.contains("redacted"))
+    val renewed = new Credentials()
+    renewed.addToken(SparkKafkaToken.alias("a"), token("tok-new", Array[Byte](9, 9, 9)))
+    val next = SparkKafkaToken.find(Servers, conf(clusterA: _*), renewed).get
+    assert(next != found)
+    assert(login(Map.empty, Some(next)) != login(Map.empty, Some(found)))
+  }
+}
