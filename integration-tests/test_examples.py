@@ -103,6 +103,17 @@ def test_python_exactly_once(tmp_path: Path, group: str) -> None:
     assert _printed(out, "distinct records") == 200
 
 
+EXAMPLES_JAR = EXAMPLES / "target" / "examples.jar"
+
+
+@pytest.mark.parametrize("main_class", ["ReadToSink", "ReadToSinkJava"])
+def test_jvm_read_to_sink(tmp_path: Path, group: str, main_class: str) -> None:
+    assert EXAMPLES_JAR.is_file(), f"{EXAMPLES_JAR} is missing: run `make jar` (sbt examples/package)"
+    topic = _topic_with([f"r{i}" for i in range(200)])
+    out = _submit(["--class", main_class, str(EXAMPLES_JAR), BOOTSTRAP, topic, group, str(tmp_path)])
+    assert _printed(out, "records read") == 200
+
+
 # The guide's blocks taken from an example: `<!-- example: examples/x.py#name -->` before a fenced block
 # whose text is the example's lines between `# example: name` and `# end example` (comment markers of
 # any language), dedented.
