@@ -113,8 +113,8 @@ test-unit: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(SBT) scalafmtCheckAll < /dev/null
-	$(VENV)/bin/ruff check python integration-tests benchmarks
-	$(VENV)/bin/ruff format --check python integration-tests benchmarks
+	$(VENV)/bin/ruff check python integration-tests benchmarks examples
+	$(VENV)/bin/ruff format --check python integration-tests benchmarks examples
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/spark_kafka_share
 
 # One pytest run for Python unit tests and the integration suites, so its summary is the last line.
@@ -185,7 +185,7 @@ test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 # Formats the Scala sources (.scalafmt.conf) and the Python ones, as make lint checks them.
 format: $(VENV)/.installed
 	$(SBT) scalafmtAll < /dev/null
-	$(VENV)/bin/ruff format python integration-tests benchmarks
+	$(VENV)/bin/ruff format python integration-tests benchmarks examples
 
 clean:
 	rm -rf connector/target target project/target project/project dev/kafka-local/target dist
