@@ -18,6 +18,8 @@ SCALA_KAFKA := KAFKA_PORT=$(SCALA_KAFKA_PORT) KAFKA_CONTROLLER_PORT=$(shell expr
   KAFKA_DATA_DIR=$(CURDIR)/target/kafka-local-scala/data KAFKA_BOOTSTRAP_SERVERS=localhost:$(SCALA_KAFKA_PORT)
 export SPARK_KAFKA_SHARE_JAR := $(CURDIR)/$(JAR)
 SBT := ./dev/sbt
+# The Scala and Java examples (examples/), which integration-tests/test_examples.py runs with spark-submit.
+EXAMPLES_JAR := examples/target/examples.jar
 
 WHEEL := dist/spark_kafka_share-$(subst -SNAPSHOT,,$(VERSION))-py3-none-any.whl
 # pyspark and its dependencies as local wheels, for the test that installs the wheel with pip --no-index.
@@ -43,7 +45,7 @@ help:
 	@echo "make lint        scalafmt, ruff and mypy checks (make test runs them first)"
 	@echo "make format      formats the Scala and Python sources as make lint checks them"
 	@echo "make bench       throughput and latency against Kafka's perf tool; BENCH_ARGS passes options (docs/benchmarks.md)"
-	@echo "make jar         the connector assembly ($(JAR))"
+	@echo "make jar         the connector assembly ($(JAR)) and the examples' jar ($(EXAMPLES_JAR))"
 	@echo "make wheel       the Python package with the connector jars inside ($(WHEEL))"
 	@echo "make venv        the virtualenv $(VENV) with the tools of python/requirements-dev.txt"
 	@echo "make kafka-up    start the local Kafka 4.3 broker on $(KAFKA_BOOTSTRAP_SERVERS); make kafka-down stops it"
@@ -62,10 +64,11 @@ venv: $(VENV)/.installed
 
 # Spark 4.3.0 jars come from the venv's pyspark (they are not on Maven Central), so the venv comes first.
 # One sbt run builds every jar: sbt's start-up is most of the time of an incremental build.
-$(JAR) $(JARS_SPARK35) &: $(VENV)/.installed build.sbt project/plugins.sbt project/build.properties $(shell find connector/src/main -type f)
-	$(SBT) connector/assembly connectorSpark35/assembly "++2.13.16 connectorSpark35/assembly" < /dev/null
+# The examples' jar comes with it: compiling them checks them against the connector's API.
+$(JAR) $(JARS_SPARK35) $(EXAMPLES_JAR) &: $(VENV)/.installed build.sbt project/plugins.sbt project/build.properties $(shell find connector/src/main examples/scala examples/java -type f)
+	$(SBT) connector/assembly examples/package connectorSpark35/assembly "++2.13.16 connectorSpark35/assembly" < /dev/null
 
-jar: $(JAR) $(JARS_SPARK35)
+jar: $(JAR) $(JARS_SPARK35) $(EXAMPLES_JAR)
 
 # The Python package with the connector jars inside; it picks the one for the Spark it runs on.
 $(WHEEL): $(JAR) $(JARS_SPARK35) $(shell find python/spark_kafka_share -name '*.py') python/pyproject.toml
@@ -110,8 +113,8 @@ test-unit: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(SBT) scalafmtCheckAll < /dev/null
-	$(VENV)/bin/ruff check python integration-tests benchmarks
-	$(VENV)/bin/ruff format --check python integration-tests benchmarks
+	$(VENV)/bin/ruff check python integration-tests benchmarks examples
+	$(VENV)/bin/ruff format --check python integration-tests benchmarks examples
 	$(VENV)/bin/mypy --config-file python/pyproject.toml python/spark_kafka_share
 
 # One pytest run for Python unit tests and the integration suites, so its summary is the last line.
@@ -182,7 +185,7 @@ test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 # Formats the Scala sources (.scalafmt.conf) and the Python ones, as make lint checks them.
 format: $(VENV)/.installed
 	$(SBT) scalafmtAll < /dev/null
-	$(VENV)/bin/ruff format python integration-tests benchmarks
+	$(VENV)/bin/ruff format python integration-tests benchmarks examples
 
 clean:
 	rm -rf connector/target target project/target project/project dev/kafka-local/target dist

@@ -296,6 +296,22 @@ lazy val jvmHelpers = project
     Compile / unmanagedJars ++= (sparkJarsDir.value * "*.jar").classpath
   )
 
+// The examples users copy (examples/scala, examples/java), compiled against the connector's API with
+// Spark provided (pyspark's jars); make test runs them with spark-submit (integration-tests/test_examples.py).
+// Not published.
+lazy val examples = project
+  .in(file("examples"))
+  .dependsOn(connector)
+  .settings(
+    name := "examples",
+    publish / skip := true,
+    Compile / scalaSource := baseDirectory.value / "scala",
+    Compile / javaSource := baseDirectory.value / "java",
+    Compile / packageBin / artifactPath := baseDirectory.value / "target" / "examples.jar",
+    sparkJarsDir := locateSparkJars((ThisBuild / baseDirectory).value),
+    Compile / unmanagedJars ++= (sparkJarsDir.value * "*.jar").classpath
+  )
+
 lazy val root = project
   .in(file("."))
   .aggregate(connector)
