@@ -199,6 +199,8 @@ def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_
     )
 
 
+# test_lifecycle.py's stop closes every consumer and leaves the group, on one executor.
+@pytest.mark.extended
 def test_a_query_stopped_while_an_executor_is_busy_leaves_no_consumer_behind_in_the_group(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
