@@ -41,9 +41,9 @@ def tool(*command: str, timeout: int = 1800) -> str:
     return run.stdout
 
 
-def make_topic(kafka: Kafka, partitions: int, records: int) -> str:
-    """A new topic of `partitions` holding `records` records of kafka.record_size bytes."""
-    topic = f"bench-{partitions}p-{uuid.uuid4().hex[:6]}"
+def new_topic(kafka: Kafka, partitions: int, prefix: str = "bench") -> str:
+    """A new, empty topic of `partitions`."""
+    topic = f"{prefix}-{partitions}p-{uuid.uuid4().hex[:6]}"
     tool(
         "topics",
         "--bootstrap-server",
@@ -54,6 +54,12 @@ def make_topic(kafka: Kafka, partitions: int, records: int) -> str:
         "--partitions",
         str(partitions),
     )
+    return topic
+
+
+def make_topic(kafka: Kafka, partitions: int, records: int) -> str:
+    """A new topic of `partitions` holding `records` records of kafka.record_size bytes."""
+    topic = new_topic(kafka, partitions)
     tool(
         "producer-perf-test",
         "--topic",

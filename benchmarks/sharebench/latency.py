@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .kafka_tools import TOOL, Kafka, new_group
+from .kafka_tools import TOOL, Kafka, new_group, new_topic
 from .timings import percentile
 
 # Each source in each mode: (source, trigger). The real-time batch duration: a turnover every 10 s.
@@ -60,22 +60,7 @@ def run(
     partitions: int,
     seconds: int,
 ) -> dict[str, Any]:
-    topic = f"bench-latency-{partitions}p-{time.time_ns() % 10**9}"
-    subprocess.run(
-        [
-            TOOL,
-            "topics",
-            "--bootstrap-server",
-            kafka.bootstrap_servers,
-            "--create",
-            "--topic",
-            topic,
-            "--partitions",
-            str(partitions),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    topic = new_topic(kafka, partitions, "bench-latency")
     out = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     query = start(spark, kafka, source, trigger, batch, topic, partitions, out)
     try:
