@@ -188,7 +188,7 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff format python integration-tests benchmarks examples
 
 clean:
-	rm -rf connector/target target project/target project/project dev/kafka-local/target dist
+	rm -rf connector/target target project/target project/project dev/kafka-local/target examples/target dist
 
 # Throughput, batch latency and heap of kafka-share against Kafka's own share-consumer perf tool, on
 # the local broker (not part of `make test`). BENCH_RECORDS and BENCH_WORK_RECORDS size the data;
