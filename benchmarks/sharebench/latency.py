@@ -37,16 +37,15 @@ WARM_UP_S = 5
 def latency(
     spark: SparkSession, kafka: Kafka, rates: list[int], partitions: list[int], seconds: int
 ) -> list[dict[str, Any]]:
-    """Every run of RUNS at each rate and partition count, and kafka-share in real-time mode within one
+    """Every run of RUNS at each rate and partition count, and both sources in real-time mode within one
     batch, each `seconds` long; per run the latency's p50, p99 and max and the rate sustained."""
     results = []
     for rate in rates:
         for parts in partitions:
             for source, trigger in RUNS:
                 results.append(run(spark, kafka, source, trigger, REAL_TIME_BATCH, rate, parts, seconds))
-            results.append(
-                run(spark, kafka, "kafka-share", "real-time", WITHIN_A_BATCH, rate, parts, seconds)
-            )
+            for source in ("kafka-share", "kafka"):
+                results.append(run(spark, kafka, source, "real-time", WITHIN_A_BATCH, rate, parts, seconds))
     return results
 
 

@@ -86,13 +86,12 @@ def print_latency(results: list[dict[str, Any]]) -> None:
         "| p50, p99 against kafka"
     )
     for r in runs:
-        mode = "real-time" if "real-time" in r["scenario"] else "default"
+        mode = r["scenario"].split(", ", 1)[1]  # the trigger, and a real-time batch's duration
         kafka = next(
             (
                 k
                 for k in runs
-                if k["scenario"].startswith("latency) kafka,")
-                and mode in k["scenario"]
+                if k["scenario"] == f"latency) kafka, {mode}"
                 and (k["rate"], k["partitions"]) == (r["rate"], r["partitions"])
             ),
             None,
