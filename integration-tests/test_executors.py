@@ -141,6 +141,8 @@ def test_consumers_left_on_a_busy_executor_that_no_slot_returns_to_give_their_re
     assert all(n == 2 for n in duplicated.values())
 
 
+# The failed task's retry below moves its slot too, in a drain that must end with its records read.
+@pytest.mark.extended
 def test_an_available_now_drain_whose_slots_move_ends_once_what_was_left_behind_is_read_again(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
@@ -232,6 +234,8 @@ def test_a_query_stopped_while_an_executor_is_busy_leaves_no_consumer_behind_in_
     assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
 
 
+# test_after_log.py reads a batch again on another executor in make test.
+@pytest.mark.extended
 def test_a_batch_read_again_on_another_executor_loses_none_of_either_read(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
