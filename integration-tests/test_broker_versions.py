@@ -17,6 +17,9 @@ from pyspark.sql import SparkSession
 
 from conftest import KAFKA_LOCAL, free_port, share_stream
 
+# Each case starts a broker of its own: make test-compat runs them, beside the other Kafka releases.
+pytestmark = pytest.mark.extended
+
 PREVIEW_RELEASE = "4.1.2"
 
 
