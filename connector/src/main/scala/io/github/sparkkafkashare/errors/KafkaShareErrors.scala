@@ -58,6 +58,12 @@ private[sparkkafkashare] object KafkaShareErrors {
   def invalidKafkaConfig(option: String, expected: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_INVALID_KAFKA_CONFIG", "option" -> option, "expected" -> expected)
 
+  def delegationTokenAmbiguous(clusters: Seq[String], servers: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_DELEGATION_TOKEN_AMBIGUOUS", "clusters" -> clusters.mkString(", "), "servers" -> servers)
+
+  def delegationTokenMechanism(cluster: String, mechanism: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_DELEGATION_TOKEN_MECHANISM", "cluster" -> cluster, "mechanism" -> mechanism)
+
   def acknowledgeNeedsExplicitMode(option: String): KafkaShareUnsupportedOperationException =
     unsupported("KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE", "option" -> option)
 

@@ -4,6 +4,7 @@ import java.util.Base64
 
 import scala.util.control.NonFatal
 
+import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.hadoop.io.Text
 import org.apache.hadoop.security.{Credentials, UserGroupInformation}
 import org.apache.kafka.clients.CommonClientConfigs
@@ -85,11 +86,7 @@ private[sparkkafkashare] object SparkKafkaToken extends Logging {
         )
       }
     }
-    require(
-      matching.size <= 1,
-      s"Spark holds Kafka delegation tokens of several clusters (${matching.map(_.clusterId).mkString(", ")}) " +
-        s"whose ${ClustersPrefix}<id>.target.bootstrap.servers.regex matches $bootstrapServers: make one match."
-    )
+    if (matching.size > 1) throw KafkaShareErrors.delegationTokenAmbiguous(matching.map(_.clusterId), bootstrapServers)
     matching.headOption
   }
 
@@ -110,7 +107,7 @@ private[sparkkafkashare] object SparkKafkaToken extends Logging {
       globalJaas: => Boolean = globalJaasProvided
   ): Map[String, String] = token match {
     case Some(t) if !settings.contains(SaslConfigs.SASL_JAAS_CONFIG) && !globalJaas =>
-      require(t.mechanism.startsWith("SCRAM"), s"A Kafka delegation token works only with SCRAM, not ${t.mechanism}.")
+      if (!t.mechanism.startsWith("SCRAM")) throw KafkaShareErrors.delegationTokenMechanism(t.clusterId, t.mechanism)
       logDebug(s"Logging in to Kafka with $t.")
       Map(CommonClientConfigs.SECURITY_PROTOCOL_CONFIG -> t.securityProtocol) ++ settings ++ Map(
         SaslConfigs.SASL_JAAS_CONFIG -> t.jaasConfig,

@@ -4,6 +4,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 import java.security.PrivilegedExceptionAction
 import java.util.Base64
 
+import io.github.sparkkafkashare.errors.KafkaShareIllegalArgumentException
 import org.apache.hadoop.io.Text
 import org.apache.hadoop.security.{Credentials, UserGroupInformation}
 import org.apache.hadoop.security.token.{Token, TokenIdentifier}
@@ -99,7 +100,8 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
 
   test("tokens of two matched clusters fail, naming the clusters") {
     val two = conf(clusterA ++ Seq("spark.kafka.clusters.b.auth.bootstrap.servers" -> "broker2:9092"): _*)
-    val e = intercept[IllegalArgumentException](SparkKafkaToken.find(Servers, two, credentials("a", "b")))
+    val e = intercept[KafkaShareIllegalArgumentException](SparkKafkaToken.find(Servers, two, credentials("a", "b")))
+    assert(e.condition == "KAFKA_SHARE_DELEGATION_TOKEN_AMBIGUOUS")
     assert(e.getMessage.contains("(a, b)"))
     assert(!e.getMessage.contains(HmacBase64))
   }
@@ -107,7 +109,9 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
   test("a token that is not SCRAM's is refused") {
     val c = conf(clusterA :+ ("spark.kafka.clusters.a.sasl.token.mechanism" -> "PLAIN"): _*)
     val found = SparkKafkaToken.find(Servers, c, credentials("a"))
-    val e = intercept[IllegalArgumentException](login(Map.empty, found))
+    val e = intercept[KafkaShareIllegalArgumentException](login(Map.empty, found))
+    assert(e.condition == "KAFKA_SHARE_DELEGATION_TOKEN_MECHANISM")
+    assert(e.getMessage.contains("'PLAIN'"))
     assert(!e.getMessage.contains(HmacBase64))
   }
 
