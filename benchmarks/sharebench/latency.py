@@ -18,7 +18,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from .kafka_tools import TOOL, Kafka, new_group, new_topic
+from .kafka_tools import TOOL, Kafka, new_topic
+from .spark_queries import read_stream
 from .timings import percentile
 
 # Each source in each mode: (source, trigger). The real-time batch duration: a turnover every 10 s.
@@ -96,17 +97,9 @@ def start(
     partitions: int,
     out: Path,
 ) -> StreamingQuery:
-    reader = (
-        spark.readStream.format(source)
-        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("subscribe", topic)
-    )
+    reader = read_stream(spark, kafka, source, topic, "bench-latency")
     if source == "kafka-share":
-        reader = reader.option("kafka.share.group.id", new_group(kafka, "bench-latency")).option(
-            "kafka.share.parallelism", str(partitions)
-        )
-    else:
-        reader = reader.option("startingOffsets", "earliest")
+        reader = reader.option("kafka.share.parallelism", str(partitions))
     delivery = "deliveryCount" if source == "kafka-share" else "1 as deliveryCount"
     df = reader.load().selectExpr("cast(value as string) value", delivery, "timestamp")
     jvm = spark.sparkContext._jvm
