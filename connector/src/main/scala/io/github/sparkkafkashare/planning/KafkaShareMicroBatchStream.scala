@@ -146,6 +146,17 @@ private[sparkkafkashare] class KafkaShareMicroBatchStream(
   /** Real-time mode: the accept point of its tasks, once Spark has prepared the stream for it. */
   @volatile private var realTime: Option[AcceptPoint] = None
 
+  /**
+   * Real-time mode: the backlog its progress reports show, looked up off the batches' turnover. Its
+   * topics and backlog are its thread's own; no round tells that backlog of quiet partitions, so it
+   * never reads a lock duration.
+   */
+  private lazy val realTimeBacklog = {
+    val topics = new SubscribedTopics(admin, options.subscription)
+    val ownBacklog = new Backlog(admin, ShareConsumerSettings.clientIdPrefix(options.groupId, runId), () => 0L)
+    new BackgroundBacklog(options.groupId, () => { topics.refresh(); ownBacklog.refresh(topics.topics) })
+  }
+
   override def latestOffset(start: Offset, limit: ReadLimit): Offset = {
     options.acknowledge.filter(_.realTime).foreach(p => throw KafkaShareErrors.realTimeOnly(p.name))
     val startRound = KafkaShareSourceOffset(start).round
@@ -339,7 +350,11 @@ private[sparkkafkashare] class KafkaShareMicroBatchStream(
   override def prepareForTriggerAvailableNow(): Unit = policy.startAvailableNow()
 
   override def metrics(latestConsumedOffset: Optional[Offset]): java.util.Map[String, String] =
-    (counters.report(policy.reportedBacklog(lastPlanned), dedupState, QueryRunRegistry.countedOutsideTasks(runId)) +
+    (counters.report(
+      if (realTime.isDefined) realTimeBacklog.reported() else policy.reportedBacklog(lastPlanned),
+      dedupState,
+      QueryRunRegistry.countedOutsideTasks(runId)
+    ) +
       ("consumers" -> parallelism.toString) + ("adminMs" -> admin.waitedMs.toString)).asJava
 
   /**
@@ -358,6 +373,7 @@ private[sparkkafkashare] class KafkaShareMicroBatchStream(
     finally {
       // After the closer: until then, executors' janitors see the run as running.
       QueryRunRegistry.markStopped(runId, RunState(committedThrough, homes), lastMarks.plain)
+      if (realTime.isDefined) realTimeBacklog.close()
       admin.close()
     }
   }

@@ -2,7 +2,7 @@ package io.github.sparkkafkashare.planning
 
 /** A [[NanoClock]] that moves only when a test advances it, or when the code under test waits on it. */
 final class ManualClock extends NanoClock {
-  private var now = 0L
+  @volatile private var now = 0L
 
   /** How long the code under test has waited on this clock, in all. */
   var sleptNanos = 0L
