@@ -464,7 +464,10 @@ def drain_with_provider_handler(
     assert_every_record_once(values(200), [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
 
 
-@pytest.mark.parametrize("master", ["local[2]", "local-cluster[2,1,1024]"])
+# local[2] is extended: executors in JVMs of their own log in the same way, and must be shipped the handler.
+@pytest.mark.parametrize(
+    "master", [pytest.param("local[2]", marks=pytest.mark.extended), "local-cluster[2,1,1024]"]
+)
 def test_a_providers_oauthbearer_login_handler_built_on_kafkas_own_classes_logs_in(
     kafka: KafkaCluster, group: str, token_endpoint: TokenEndpoint, tmp_path: Path, master: str
 ) -> None:
