@@ -52,5 +52,8 @@ private[planning] final class BackgroundBacklog(
     last
   }
 
+  /** No lookup is running. */
+  private[planning] def idle: Boolean = !inFlight.get()
+
   def close(): Unit = thread.shutdownNow()
 }

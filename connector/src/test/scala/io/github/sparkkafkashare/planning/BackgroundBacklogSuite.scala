@@ -40,12 +40,14 @@ class BackgroundBacklogSuite extends AnyFunSuite with Eventually {
     run.released.countDown()
     try {
       run.backlog.reported()
-      eventually(timeout(5.seconds))(assert(run.backlog.reported().contains(3L)))
+      eventually(timeout(5.seconds))(assert(run.backlog.idle))
+      assert(run.backlog.reported().contains(3L))
       (1 to 5).foreach(_ => run.backlog.reported())
       assert(run.started.get() == 1, "not due")
       run.clock.advance(SubscribedTopics.RefreshNanos)
       run.backlog.reported()
-      eventually(timeout(5.seconds))(assert(run.backlog.reported().contains(0L)))
+      eventually(timeout(5.seconds))(assert(run.backlog.idle))
+      assert(run.backlog.reported().contains(0L))
       assert(run.started.get() == 2)
     } finally run.backlog.close()
   }
@@ -59,13 +61,11 @@ class BackgroundBacklogSuite extends AnyFunSuite with Eventually {
     run.released.countDown()
     try {
       for ((expected, lookup) <- Seq(Some(4L), None, None, Some(2L)).zipWithIndex) {
-        // Time moves until the next lookup starts: the last one is due again once it has ended.
-        eventually(timeout(5.seconds)) {
-          run.clock.advance(SubscribedTopics.RefreshNanos)
-          run.backlog.reported()
-          assert(run.started.get() == lookup + 1)
-        }
-        eventually(timeout(5.seconds))(assert(run.backlog.reported() == expected))
+        run.clock.advance(SubscribedTopics.RefreshNanos)
+        run.backlog.reported()
+        eventually(timeout(5.seconds))(assert(run.backlog.idle))
+        assert(run.started.get() == lookup + 1)
+        assert(run.backlog.reported() == expected)
       }
     } finally run.backlog.close()
   }
