@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import BOOTSTRAP, JAR, REPO
+from conftest import BOOTSTRAP, JAR, REPO, KafkaCluster
 
 EXAMPLES = REPO / "examples"
 GUIDE = REPO / "docs" / "user-guide.md"
@@ -81,37 +81,65 @@ def group() -> str:
     return f"ex-{uuid.uuid4().hex[:10]}"
 
 
-def test_python_read_to_sink(tmp_path: Path, group: str) -> None:
+def test_python_read_to_sink(kafka: KafkaCluster, tmp_path: Path, group: str) -> None:
     topic = _topic_with([f"r{i}" for i in range(200)])
     out = _submit([str(EXAMPLES / "python" / "read_to_sink.py"), BOOTSTRAP, topic, group, str(tmp_path)])
     assert _printed(out, "records read") == 200
+    assert kafka.unfinished(group, topic) == 0
 
 
-def test_python_dead_letter(tmp_path: Path, group: str) -> None:
+def test_python_dead_letter(kafka: KafkaCluster, tmp_path: Path, group: str) -> None:
     topic = _topic_with([f"bad{i}" if i % 10 == 0 else f"r{i}" for i in range(100)])
     dlq = _topic_with([], partitions=1)
     out = _submit([str(EXAMPLES / "python" / "dead_letter.py"), BOOTSTRAP, topic, group, dlq, str(tmp_path)])
     assert _printed(out, "records read") == 90
     assert sum(int(n) for n in re.findall(r"dead-lettered (\d+)", out)) == 10
     assert _count(dlq, 10) == 10
+    assert kafka.unfinished(group, topic) == 0
 
 
-def test_python_exactly_once(tmp_path: Path, group: str) -> None:
+def test_python_exactly_once(kafka: KafkaCluster, tmp_path: Path, group: str) -> None:
     topic = _topic_with([f"r{i}" for i in range(200)])
     out = _submit([str(EXAMPLES / "python" / "exactly_once.py"), BOOTSTRAP, topic, group, str(tmp_path)])
     assert _printed(out, "records read") == 200
     assert _printed(out, "distinct records") == 200
+    assert kafka.unfinished(group, topic) == 0
 
 
 EXAMPLES_JAR = EXAMPLES / "target" / "examples.jar"
 
 
-@pytest.mark.parametrize("main_class", ["ReadToSink", "ReadToSinkJava"])
-def test_jvm_read_to_sink(tmp_path: Path, group: str, main_class: str) -> None:
+def _submit_jvm(main_class: str, *args: str) -> str:
     assert EXAMPLES_JAR.is_file(), f"{EXAMPLES_JAR} is missing: run `make jar` (sbt examples/package)"
+    return _submit(["--class", main_class, str(EXAMPLES_JAR), BOOTSTRAP, *args])
+
+
+@pytest.mark.parametrize("main_class", ["ReadToSink", "ReadToSinkJava"])
+def test_jvm_read_to_sink(kafka: KafkaCluster, tmp_path: Path, group: str, main_class: str) -> None:
     topic = _topic_with([f"r{i}" for i in range(200)])
-    out = _submit(["--class", main_class, str(EXAMPLES_JAR), BOOTSTRAP, topic, group, str(tmp_path)])
+    out = _submit_jvm(main_class, topic, group, str(tmp_path))
     assert _printed(out, "records read") == 200
+    assert kafka.unfinished(group, topic) == 0
+
+
+@pytest.mark.parametrize("main_class", ["DeadLetter", "DeadLetterJava"])
+def test_jvm_dead_letter(kafka: KafkaCluster, tmp_path: Path, group: str, main_class: str) -> None:
+    topic = _topic_with([f"bad{i}" if i % 10 == 0 else f"r{i}" for i in range(100)])
+    dlq = _topic_with([], partitions=1)
+    out = _submit_jvm(main_class, topic, group, dlq, str(tmp_path))
+    assert _printed(out, "records read") == 90
+    assert sum(int(n) for n in re.findall(r"dead-lettered (\d+)", out)) == 10
+    assert _count(dlq, 10) == 10
+    assert kafka.unfinished(group, topic) == 0
+
+
+@pytest.mark.parametrize("main_class", ["ExactlyOnce", "ExactlyOnceJava"])
+def test_jvm_exactly_once(kafka: KafkaCluster, tmp_path: Path, group: str, main_class: str) -> None:
+    topic = _topic_with([f"r{i}" for i in range(200)])
+    out = _submit_jvm(main_class, topic, group, str(tmp_path))
+    assert _printed(out, "records read") == 200
+    assert _printed(out, "distinct records") == 200
+    assert kafka.unfinished(group, topic) == 0
 
 
 # The guide's blocks taken from an example: `<!-- example: examples/x.py#name -->` before a fenced block
