@@ -79,3 +79,44 @@ def test_packages_resolve_kafka_share_beside_sparks_own_kafka_source(
     assert [j for j in resolved if j.startswith("org.apache.kafka_kafka-clients")] != [], resolved
     assert not any("jose4j" in j for j in resolved), resolved
     assert not any(j.startswith("org.apache.kafka_kafka-clients-4.") for j in resolved), resolved
+
+
+@pytest.mark.packages
+def test_the_java_example_runs_with_the_connector_from_packages(
+    kafka: KafkaCluster, group: str, tmp_path: Path
+) -> None:
+    """examples/java/ReadToSinkJava.java as its header says to run it: the connector from
+    `--packages`, no jar of ours on the command line."""
+    repository = REPO / "target" / "maven-repo"
+    version = next(repository.glob("io/github/sparkkafkashare/spark-kafka-share_2.13/*")).name
+    examples_jar = REPO / "examples" / "target" / "examples.jar"
+    assert examples_jar.is_file(), f"{examples_jar} is missing: run `make jar`"
+    topic = kafka.new_topic()
+    kafka.produce(topic, values(200))
+    run = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[2]",
+            "--packages",
+            f"io.github.sparkkafkashare:spark-kafka-share_2.13:{version}",
+            "--repositories",
+            repository.as_uri(),
+            "--conf",
+            f"spark.jars.ivy={tmp_path / 'ivy'}",
+            "--class",
+            "ReadToSinkJava",
+            str(examples_jar),
+            BOOTSTRAP,
+            topic,
+            group,
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "records read: 200" in run.stdout.splitlines(), run.stdout[-2000:]
+    assert kafka.unfinished(group, topic) == 0
