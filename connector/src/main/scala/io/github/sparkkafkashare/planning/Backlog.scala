@@ -34,21 +34,19 @@ private[sparkkafkashare] final class Backlog(
 ) {
   import Backlog._
 
-  private var lags: Map[TopicPartition, Option[Long]] = Map.empty
-
-  /** Partitions where rounds found nothing while Kafka said the same of them. */
-  private var quiet: Map[TopicPartition, Quiet] = Map.empty
+  private var seen = Seen(lags = Map.empty, quiet = Map.empty)
   private var described: Option[DescribedTopics] = None
 
   /** Records left for this query in `topics`; None when Kafka cannot say and they may hold some. */
   def refresh(topics: Set[String]): Option[Long] = {
-    lags = admin.lags(partitionsOf(topics))
-    quiet = quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) } // a partition with lag 0 leaves it too
-    val ends = admin.endOffsets(quiet.keySet)
-    quiet = quiet.filter { case (tp, q) => ends.get(tp).contains(q.endOffset) }
+    val lags = admin.lags(partitionsOf(topics))
+    // A partition with lag 0 leaves the quiet ones too.
+    seen = Seen(lags, seen.quiet.filter { case (tp, q) => lags.get(tp).contains(q.lag) })
+    val ends = admin.endOffsets(seen.quiet.keySet)
+    seen = seen.copy(quiet = seen.quiet.filter { case (tp, q) => ends.get(tp).contains(q.endOffset) })
     val now = clock.nanoTime()
     val counted = lags.filter { case (tp, _) =>
-      !quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos())
+      !seen.quiet.get(tp).exists(q => q.lag.isEmpty || now - q.probedAt <= lockNanos())
     }
     if (counted.values.exists(_.isEmpty)) None else Some(counted.values.flatten.sum)
   }
@@ -59,7 +57,7 @@ private[sparkkafkashare] final class Backlog(
   /** Whether every partition quiet with a reported lag has been so for a lock duration, as of the last refresh or round that found nothing. */
   def quietForALock: Boolean = {
     val now = clock.nanoTime()
-    quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos())
+    seen.quiet.values.forall(q => q.lag.isEmpty || now - q.since >= lockNanos())
   }
 
   /** Taken when a round that waits the full poll timeout is planned: the partitions with records left that its consumers will fetch. */
@@ -68,7 +66,7 @@ private[sparkkafkashare] final class Backlog(
     val candidates = pending
     if (candidates.isEmpty) Map.empty
     else admin.endOffsets(candidates intersect admin.assignedPartitions(clientIdPrefix)).map { case (tp, end) =>
-      tp -> PartitionAtRoundStart(lags(tp), end, now)
+      tp -> PartitionAtRoundStart(seen.lags(tp), end, now)
     }
   }
 
@@ -78,15 +76,15 @@ private[sparkkafkashare] final class Backlog(
    */
   def roundFoundNothing(atRoundStart: Map[TopicPartition, PartitionAtRoundStart]): Unit = {
     val now = clock.nanoTime()
-    quiet ++= atRoundStart.map { case (tp, start) =>
+    seen = seen.copy(quiet = seen.quiet ++ atRoundStart.map { case (tp, start) =>
       val since =
-        quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
+        seen.quiet.get(tp).filter(q => q.lag == start.lag && q.endOffset == start.endOffset).fold(start.at)(_.since)
       tp -> Quiet(start.lag, start.endOffset, since, probedAt = now)
-    }
+    })
   }
 
   /** Partitions Kafka does not report as done: no lag known, or records left. */
-  private def pending: Set[TopicPartition] = lags.collect { case (tp, lag) if lag.forall(_ > 0) => tp }.toSet
+  private def pending: Set[TopicPartition] = seen.lags.collect { case (tp, lag) if lag.forall(_ > 0) => tp }.toSet
 
   /**
    * The partitions of `topics`, described again only when the topics change, one of them had none
@@ -114,6 +112,12 @@ private[sparkkafkashare] object Backlog {
 
   /** A partition as Kafka reported it when a round began: its lag (None: unreported) and log end offset. */
   final case class PartitionAtRoundStart(lag: Option[Long], endOffset: Long, at: Long)
+
+  /**
+   * The lags Kafka last reported, and the partitions where rounds found nothing while Kafka said the
+   * same of them ("quiet").
+   */
+  private final case class Seen(lags: Map[TopicPartition, Option[Long]], quiet: Map[TopicPartition, Quiet])
 
   /** A partition rounds found nothing in since `since` (a round's start), the last one ending at `probedAt`. */
   private final case class Quiet(lag: Option[Long], endOffset: Long, since: Long, probedAt: Long)

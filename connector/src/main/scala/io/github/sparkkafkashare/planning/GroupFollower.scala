@@ -27,27 +27,30 @@ private[planning] final class GroupFollower(
     clock: NanoClock = NanoClock.System
 ) extends Logging {
 
-  /** The group's limits as this run last read them: the slots take lock renewal and the lock duration from each round. */
-  private var limits: GroupLimits = _
+  /**
+   * The group's limits as this run last read them, and when it read them: the slots take lock
+   * renewal and the lock duration from each round.
+   */
+  private var limitsRead: LimitsRead = _
 
-  /** What [[consumerConfig]] was worked out for. */
-  private var pollSizeBasis: PollSizeBasis = _
-  private var config: Map[String, String] = _
-  private var limitsChecked = clock.nanoTime()
+  /** The consumers' settings, and what they were worked out for. */
+  private var settings: ConsumerSettingsFor = _
 
   locally {
+    val checkedAt = clock.nanoTime()
     admin.checkShareGroupsEnabled()
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
-    limits = admin.configureGroup(options, subscribed)
-    pollSizeBasis = PollSizeBasis(subscribed.size, limits.recordLocksPerPartition)
-    config = consumerSettings(pollSizeBasis)
+    val limits = admin.configureGroup(options, subscribed)
+    limitsRead = LimitsRead(limits, checkedAt)
+    val basis = PollSizeBasis(subscribed.size, limits.recordLocksPerPartition)
+    settings = ConsumerSettingsFor(basis, consumerSettings(basis))
     if (!limits.renewAllowed) warnRenewalRefused()
   }
 
-  def groupLimits: GroupLimits = limits
+  def groupLimits: GroupLimits = limitsRead.limits
 
   /** The settings of this run's share consumers: their poll sizes depend on the partitions and the lock limit. */
-  def consumerConfig: Map[String, String] = config
+  def consumerConfig: Map[String, String] = settings.config
 
   /**
    * Reads the group's limits again if they are due, unless the cluster is unreachable (`outageOngoing`:
@@ -56,25 +59,26 @@ private[planning] final class GroupFollower(
    */
   def follow(partitions: Option[Int], outageOngoing: Boolean): Unit = {
     val now = clock.nanoTime()
-    if (!outageOngoing && now - limitsChecked >= Backlog.PartitionsRefreshNanos) {
-      limitsChecked = now
+    if (!outageOngoing && now - limitsRead.at >= Backlog.PartitionsRefreshNanos) {
+      limitsRead = limitsRead.copy(at = now)
       try followLimits(admin.groupLimits())
       catch {
         case NonFatal(e) =>
           logDebug(s"Reading the configs of share group '${options.groupId}' failed; keeping the last", e)
       }
     }
-    val basis = PollSizeBasis(partitions.getOrElse(pollSizeBasis.partitions), limits.recordLocksPerPartition)
-    if (basis != pollSizeBasis) {
+    val last = settings.basis
+    val basis = PollSizeBasis(partitions.getOrElse(last.partitions), groupLimits.recordLocksPerPartition)
+    if (basis != last) {
       logInfo(s"Share group '${options.groupId}': the subscribed topics have ${basis.partitions} partitions and " +
-        s"${basis.recordLocks} records in flight per partition, where they had ${pollSizeBasis.partitions} and " +
-        s"${pollSizeBasis.recordLocks}.")
-      pollSizeBasis = basis
-      config = consumerSettings(basis)
+        s"${basis.recordLocks} records in flight per partition, where they had ${last.partitions} and " +
+        s"${last.recordLocks}.")
+      settings = ConsumerSettingsFor(basis, consumerSettings(basis))
     }
   }
 
   private def followLimits(current: GroupLimits): Unit = {
+    val limits = limitsRead.limits
     if (current.renewAllowed != limits.renewAllowed) {
       if (current.renewAllowed)
         logInfo(s"Share group '${options.groupId}' now allows lock renewal: the slots renew from the next round.")
@@ -86,7 +90,7 @@ private[planning] final class GroupFollower(
           s"for ${limits.lockDurationMs} ms."
       )
     }
-    limits = current
+    limitsRead = limitsRead.copy(limits = current)
   }
 
   private def consumerSettings(basis: PollSizeBasis): Map[String, String] = {
@@ -113,3 +117,9 @@ private[planning] final class GroupFollower(
 
 /** What the consumers' poll sizes are worked out from: the subscribed partitions and the group's lock limit per partition. */
 private final case class PollSizeBasis(partitions: Int, recordLocks: Int)
+
+/** The consumers' settings, worked out for `basis`. */
+private final case class ConsumerSettingsFor(basis: PollSizeBasis, config: Map[String, String])
+
+/** The group's limits, as read `at` (or last due to be read then). */
+private final case class LimitsRead(limits: GroupLimits, at: Long)

@@ -27,8 +27,9 @@ private[planning] final class LostConsumers(slotLocations: SlotLocations, liveEx
 
   /** Records held by a consumer that has not been seen to settle them, by slot, round and executor. */
   private var unsettled = Map.empty[(Int, Long, String), Int]
-  private var counted = Set.empty[(Int, Long, String)]
-  private var givenBack = 0L
+
+  /** Records held by a consumer found gone, by slot, round and executor: each counts once. */
+  private var givenBack = Map.empty[(Int, Long, String), Int]
 
   /** Records held by consumers on executors that are gone, as of now. */
   def heldRecords(): Long = {
@@ -37,15 +38,14 @@ private[planning] final class LostConsumers(slotLocations: SlotLocations, liveEx
       reads.get(slot).exists(latest => latest.round > round && latest.executors.contains(executor))
     } ++ (for {
       (slot, read) <- reads
-      (executor, held) <- read.held if held > 0 && !counted.contains((slot, read.round, executor))
+      (executor, held) <- read.held if held > 0 && !givenBack.contains((slot, read.round, executor))
     } yield (slot, read.round, executor) -> held)
     if (unsettled.nonEmpty) {
       val live = liveExecutors()
       unsettled.foreach { case (key @ (slot, round, executor), held) =>
         if (!live.contains(executor)) {
           unsettled -= key
-          counted += key
-          givenBack += held
+          givenBack += key -> held
           logInfo(
             s"Slot $slot's consumer held $held records of round $round on $executor, which is gone: Kafka " +
               "delivers them again once their locks expire."
@@ -53,6 +53,6 @@ private[planning] final class LostConsumers(slotLocations: SlotLocations, liveEx
         }
       }
     }
-    givenBack
+    givenBack.values.map(_.toLong).sum
   }
 }

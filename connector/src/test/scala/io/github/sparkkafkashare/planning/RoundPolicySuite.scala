@@ -8,11 +8,10 @@ import io.github.sparkkafkashare.metrics.KafkaShareSourceMetrics
 import io.github.sparkkafkashare.options.Subscription
 import org.apache.kafka.common.TopicPartition
 import org.apache.spark.sql.connector.read.InputPartition
-import org.apache.spark.util.LongAccumulator
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * When a run offers Spark another round ([[RoundPolicy.nextRound]]): a run's first round, rounds
+ * When a run offers Spark another round ([[RoundPolicy.nextRound]] over [[PlanningState]]): a run's first round, rounds
  * after rounds that acquired records, the backlog and the partitions taken as quiet, an outage, and
  * the drain of Trigger.AvailableNow with records released or given back by lost executors. The
  * rounds' batches are played by the test, as counters and slot reads their tasks would report, over
@@ -36,10 +35,7 @@ class RoundPolicySuite extends AnyFunSuite {
     admin.lagsNow = Map(t0 -> Some(0L))
     admin.endOffsetsNow = Map(t0 -> 100L)
     admin.assigned = Set(t0)
-    val counters: KafkaShareSourceMetrics = {
-      val c = Array.fill(14)(new LongAccumulator)
-      KafkaShareSourceMetrics(c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7), c(8), c(9), c(10), c(11), c(12), c(13))
-    }
+    val counters: KafkaShareSourceMetrics = TestCounters()
     val clock = new ManualClock
     val backlog = new Backlog(admin, "kafka-share-g-run", () => lockNanos, clock)
     val outage = new OutageTolerance(admin, maxFailures, "g")
@@ -60,25 +56,46 @@ class RoundPolicySuite extends AnyFunSuite {
 
     /** The last committed round: the offsets start at round 0. */
     var committed = 0L
-    var lastPlanned: Option[PlannedRound] = None
+
+    /** The run's planning state, as the stream holds it. */
+    var state: PlanningState = PlanningState.Initial
+
+    def lastPlanned: Option[PlannedRound] = state.lastPlanned
 
     /** The planned round's slots: none unless a test gives it some. */
     var slotCount = 0
 
     /** Spark asks for the next round; the stream plans the round offered, as its planSlots does. */
     def next(): Option[Boolean] = {
-      val offered = policy.nextRound(committed, lastPlanned)
+      val (next, offered) = policy.nextRound(state, committed)
+      state = next
       offered.foreach { poll =>
         // As the stream plans it: only a round that waits the full poll timeout may show a partition empty.
         val roundStart =
-          if (!poll || policy.flowing) Map.empty[TopicPartition, Backlog.PartitionAtRoundStart]
+          if (!poll || state.flowing) Map.empty[TopicPartition, Backlog.PartitionAtRoundStart]
           else outage.attempt("reading end offsets")(backlog.roundStart()).getOrElse(Map.empty)
         val partitions = Array.fill[InputPartition](slotCount)(new InputPartition {})
-        lastPlanned =
-          Some(PlannedRound(committed + 1, counters.acquired.value, counters.joined.value, roundStart, partitions))
+        state =
+          state.planned(PlannedRound(
+            committed + 1,
+            counters.acquired.value,
+            counters.joined.value,
+            roundStart,
+            partitions
+          ))
       }
       offered
     }
+
+    /** The backlog the progress report shows. */
+    def reportedBacklog(): Option[Long] = {
+      val (next, reported) = policy.reportedBacklog(state)
+      state = next
+      reported
+    }
+
+    /** Trigger.AvailableNow starts. */
+    def startAvailableNow(): Unit = state = policy.startAvailableNow(state)
 
     /** The round planned last runs and Spark commits its batch; its tasks report the counts and slot reads given. */
     def runs(acquired: Long = 0, released: Long = 0, joined: Long = 0, reads: Seq[SlotRead] = Nil): Unit = {
@@ -125,10 +142,10 @@ class RoundPolicySuite extends AnyFunSuite {
     run.runs(acquired = 10)
     assert(run.next().contains(true))
     assert(run.admin.callsOf("lags") == 0, "no backlog lookup needed")
-    assert(run.policy.flowing)
+    assert(run.state.flowing)
     run.runs(acquired = 0)
     assert(run.next().isEmpty)
-    assert(!run.policy.flowing)
+    assert(!run.state.flowing)
   }
 
   test("records left in the backlog, or a backlog Kafka cannot say, plan a round that polls") {
@@ -253,7 +270,7 @@ class RoundPolicySuite extends AnyFunSuite {
     assert(run.next().contains(true))
     run.runs(acquired = 0)
     run.backlogDue()
-    assert(run.policy.reportedBacklog(run.lastPlanned).contains(0L))
+    assert(run.reportedBacklog().contains(0L))
     assert(run.next().isEmpty, "the report's lookup serves the planning")
     assert(run.admin.callsOf("lags") == 2)
   }
@@ -264,16 +281,16 @@ class RoundPolicySuite extends AnyFunSuite {
     run.runs(acquired = 0)
     assert(run.next().isEmpty)
     run.admin.lagsNow = Map(t0 -> Some(3L))
-    assert(run.policy.reportedBacklog(run.lastPlanned).contains(0L), "not due: the last lookup serves")
+    assert(run.reportedBacklog().contains(0L), "not due: the last lookup serves")
     run.counters.accepted.add(10)
-    assert(run.policy.reportedBacklog(run.lastPlanned).contains(3L))
+    assert(run.reportedBacklog().contains(3L))
   }
 
   test("while the cluster is unreachable the progress report leaves the backlog out, and counts no failed lookup") {
     val run = new Run(maxFailures = 0)
     run.next() // the first round: the backlog was not asked for yet
     run.admin.unreachable = true
-    assert(run.policy.reportedBacklog(run.lastPlanned).isEmpty)
+    assert(run.reportedBacklog().isEmpty)
     assert(!run.outage.ongoing)
   }
 
@@ -282,7 +299,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: rounds poll until what was taken reaches the backlog at start, then one closing round settles") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     assert(run.next().contains(true))
     run.runs(acquired = 60)
     assert(run.next().contains(true))
@@ -298,7 +315,7 @@ class RoundPolicySuite extends AnyFunSuite {
     run.next()
     run.runs(acquired = 500)
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     assert(run.next().contains(true))
     run.runs(acquired = 60)
     assert(run.next().contains(true))
@@ -308,14 +325,14 @@ class RoundPolicySuite extends AnyFunSuite {
 
   test("AvailableNow: with nothing to drain at its start no round is offered") {
     val run = new Run
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     assert(run.next().isEmpty)
   }
 
   test("AvailableNow: no closing round follows a last round that acquired nothing, once Kafka reports none left") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     run.next()
     run.runs(acquired = 100)
     assert(run.next().contains(false))
@@ -331,7 +348,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: records released are drained again before the end") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     run.next()
     run.runs(acquired = 100)
     assert(run.next().contains(false))
@@ -347,7 +364,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: records released by executors' janitors, outside any task, are drained again too") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     run.next()
     run.runs(acquired = 100)
     assert(run.next().contains(false))
@@ -362,7 +379,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: records a consumer on a lost executor held are given back and drained again, and count once") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     run.next()
     run.runs(acquired = 100, reads = Seq(read(0, 1, "a", held = 50), read(1, 1, "b", held = 50)))
     assert(run.next().contains(false))
@@ -380,7 +397,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: a backlog unknown at the start is drained until a round finds nothing and none is left") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> None)
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     assert(run.next().contains(true))
     run.runs(acquired = 10)
     assert(run.next().contains(true))
@@ -394,7 +411,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: a drain ends on a stale lag only once its partition has been quiet for a lock duration") {
     val run = new Run(lockNanos = TimeUnit.MILLISECONDS.toNanos(150))
     run.admin.lagsNow = Map(t0 -> Some(5L)) // records another member holds, or a stale count
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     assert(run.next().contains(true))
     assert(run.lastPlanned.get.roundStart.keySet == Set(t0))
     run.runs(acquired = 0)
@@ -407,7 +424,7 @@ class RoundPolicySuite extends AnyFunSuite {
   test("AvailableNow: a slot moved to another executor holds the drain open while its old consumer may release") {
     val run = new Run
     run.admin.lagsNow = Map(t0 -> Some(100L))
-    run.policy.startAvailableNow()
+    run.startAvailableNow()
     run.next()
     run.runs(acquired = 100, reads = Seq(read(0, 1, "a", held = 100)))
     assert(run.next().contains(false))
@@ -417,7 +434,7 @@ class RoundPolicySuite extends AnyFunSuite {
     run.runs(acquired = 0, reads = Seq(read(0, 3, "b")))
     assert(run.next().contains(true))
     // Once it may have released them (LeftBehindReleaseNanos), what was taken decides again.
-    run.clock.advance(RoundPolicy.LeftBehindReleaseNanos)
+    run.clock.advance(PlanningState.LeftBehindReleaseNanos)
     run.runs(acquired = 0, reads = Seq(read(0, 4, "b")))
     assert(run.next().isEmpty)
   }
