@@ -36,7 +36,7 @@ private[planning] final class GroupFollower(
   private var limitsChecked = clock.nanoTime()
 
   locally {
-    admin.checkShareGroupsEnabled()
+    admin.checkShareGroupsEnabled(options.brokerDeadLetters.isDefined)
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
     limits = admin.configureGroup(options, subscribed)
     pollSizeBasis = PollSizeBasis(subscribed.size, limits.recordLocksPerPartition)
