@@ -36,7 +36,8 @@ help:
 	@echo "make test-scala  every ScalaTest suite, against a Kafka broker of its own on KAFKA_PORT + 100"
 	@echo "make test-python pytest (python/tests, integration-tests) against the local broker, after make lint"
 	@echo "make fault-matrix every case of the fault-injection matrix (make test runs a part of it; ~30 min)"
-	@echo "make test-extended the slow cases make test leaves out, each covered there by a faster one (~5 min)"
+	@echo "make test-extended the slow cases make test leaves out, and the tests on brokers of other Kafka"
+	@echo "                 releases: Kafka 4.1's refusal, Kafka 4.4's dead-letter queues (~8 min)"
 	@echo "make test-cluster the faults of a three-node Kafka cluster during drains (~20 min)"
 	@echo "make test-compat the compatibility subset on Spark 3.5, 4.0, 4.1, 4.2, 4.3 and Kafka 4.1 to 4.4"
 	@echo "make test-compat-oldest the compatibility subset on Spark 3.5 with Scala 2.12 only (CI runs it)"
@@ -128,6 +129,8 @@ test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	$(PYTEST_OF_MAKE_TEST)
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
+# Also the modules that start brokers of other Kafka releases beside the local one: test_broker_versions.py
+# (Kafka 4.1's refusal) and test_broker_dead_letters.py (Kafka 4.4's dead-letter queues, and 4.3's refusal).
 # python/tests is collected too (none of it is extended): collecting it puts the package on the path.
 test-extended: $(JAR) $(WHEEL) kafka-up
 	$(VENV)/bin/pytest -m extended python/tests integration-tests

@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -76,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "extended: a slow case that only `make test-extended` runs, not `make test`, whose behaviour a "
-        "faster case of `make test` covers too",
+        "faster case of `make test` covers too, or one that starts brokers of other Kafka releases",
     )
     config.addinivalue_line(
         "markers",
@@ -488,6 +489,40 @@ def local_broker(
     extra = "\n".join(f"{name}={value}" for name, value in (broker_config or {}).items())
     env = {**os.environ, "KAFKA_LOCAL_BROKER_CONFIG": extra, "KAFKA_LOCAL_KERBEROS": str(kerberos or "")}
     subprocess.run([str(KAFKA_LOCAL), action], check=True, timeout=300, env=env)
+
+
+def broker_beside(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[str]:
+    """A broker with share.version=1 on free ports beside the tests' broker, for a module fixture to
+    yield from; `settings` are kafka-local's (`KAFKA_BROKER_VERSION`, say)."""
+    data = tmp_path_factory.mktemp("kafka") / "data"
+    port = free_port()
+    env = {
+        **os.environ,
+        **settings,
+        "KAFKA_DATA_DIR": str(data),
+        "KAFKA_PORT": str(port),
+        "KAFKA_CONTROLLER_PORT": str(free_port()),
+        "KAFKA_SASL_PORT": str(free_port()),
+        "KAFKA_SSL_PORT": str(free_port()),
+        "KAFKA_MTLS_PORT": str(free_port()),
+    }
+    start = [str(KAFKA_LOCAL), "start"]
+    started = subprocess.run(start, capture_output=True, text=True, timeout=600, env=env)
+    assert started.returncode == 0, started.stderr
+    try:
+        yield f"localhost:{port}"
+    finally:
+        subprocess.run([str(KAFKA_LOCAL), "stop"], capture_output=True, timeout=300, env=env)
+
+
+def refusal_at_start(spark: SparkSession, servers: str, group: str, checkpoint: Path, **options: str) -> str:
+    """The message of the error with which a query of `group` on the cluster at `servers` fails as it
+    starts; `options` are more options of the source."""
+    df = share_stream(spark, "any-topic", group, **{"kafka.bootstrap.servers": servers, **options})
+    query = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).start()
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(60)
+    return str(failure.value)
 
 
 def restart_broker_with(request: pytest.FixtureRequest, broker_config: dict[str, str]) -> None:

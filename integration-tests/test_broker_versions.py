@@ -6,44 +6,18 @@ a newer release."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
-from conftest import KAFKA_LOCAL, free_port, share_stream
+from conftest import broker_beside, refusal_at_start
 
 # Each case starts a broker of its own: make test-compat runs them, beside the other Kafka releases.
 pytestmark = pytest.mark.extended
 
 PREVIEW_RELEASE = "4.1.2"
-
-
-def broker_beside(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[str]:
-    """A broker with share.version=1 on free ports beside the tests' broker; `settings` are kafka-local's."""
-    data = tmp_path_factory.mktemp("kafka") / "data"
-    port = free_port()
-    env = {
-        **os.environ,
-        **settings,
-        "KAFKA_DATA_DIR": str(data),
-        "KAFKA_PORT": str(port),
-        "KAFKA_CONTROLLER_PORT": str(free_port()),
-        "KAFKA_SASL_PORT": str(free_port()),
-        "KAFKA_SSL_PORT": str(free_port()),
-        "KAFKA_MTLS_PORT": str(free_port()),
-    }
-    start = [str(KAFKA_LOCAL), "start"]
-    started = subprocess.run(start, capture_output=True, text=True, timeout=600, env=env)
-    assert started.returncode == 0, started.stderr
-    try:
-        yield f"localhost:{port}"
-    finally:
-        subprocess.run([str(KAFKA_LOCAL), "stop"], capture_output=True, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -56,14 +30,6 @@ def preview_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def unfinalized_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A broker of the tests' release whose cluster is finalized at Kafka 4.1's metadata.version."""
     yield from broker_beside(tmp_path_factory, KAFKA_LOCAL_RELEASE_VERSION="4.1-IV1")
-
-
-def refusal_at_start(spark: SparkSession, servers: str, group: str, checkpoint: Path) -> str:
-    df = share_stream(spark, "any-topic", group, **{"kafka.bootstrap.servers": servers})
-    query = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).start()
-    with pytest.raises(StreamingQueryException) as failure:
-        query.awaitTermination(60)
-    return str(failure.value)
 
 
 def test_a_query_on_a_kafka_4_1_broker_fails_as_it_starts_saying_which_release_it_needs(

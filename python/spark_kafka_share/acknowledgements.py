@@ -19,6 +19,9 @@ Poison records (ones that fail every time) are retried a bounded number of times
 
     failed = ...  # the rows of batch_df whose processing failed
     release_or_dead_letter(batch_df, failed, max_deliveries=5, dead_letter_topic="orders-dlq")
+
+With the source option ``dead_letter_topic`` (Kafka 4.4), the broker writes the rejected records to
+the group's dead-letter topic instead: call ``release_or_dead_letter`` without a topic.
 """
 
 from __future__ import annotations
@@ -81,6 +84,10 @@ def release_or_dead_letter(
     rejected. Copies keep key, value and headers and add the headers ``kafka-share.origin``
     (``topic-partition@offset``) and ``kafka-share.delivery-count``. Returns how many records were
     parked. Needs ``acknowledgment_mode=AcknowledgmentMode.EXPLICIT`` and a classic session.
+
+    With the source option ``dead_letter_topic`` the broker writes the rejected records to the
+    group's dead-letter topic, with Kafka's ``__dlq.errors.*`` headers; ``dead_letter_topic`` here
+    must then be None (``KAFKA_SHARE_DEAD_LETTER_TOPIC_TWICE`` otherwise).
     """
     acknowledgements = _jvm_acknowledgements(batch_df, "release_or_dead_letter()")
     with raising_kafka_share_errors():

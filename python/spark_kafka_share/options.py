@@ -24,6 +24,8 @@ LOCK_TIMEOUT_MS = "kafka.share.lock.timeout.ms"
 PARTITION_MAX_RECORD_LOCKS = "kafka.share.partition.max.record.locks"
 ASSIGNMENT_INTERVAL_MS = "kafka.share.assignment.interval.ms"
 CHECKPOINT_ALLOW_NON_ATOMIC_CREATE = "kafka.share.checkpoint.allow.non.atomic.create"
+DEAD_LETTER_TOPIC = "kafka.share.dead.letter.topic"
+DEAD_LETTER_COPY_RECORD = "kafka.share.dead.letter.copy.record"
 SUBSCRIBE = "subscribe"
 SUBSCRIBE_PATTERN = "subscribePattern"
 INCLUDE_HEADERS = "includeHeaders"
@@ -87,6 +89,8 @@ _SOURCE_OPTION_FIELDS = {
     PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",
     ASSIGNMENT_INTERVAL_MS: "assignment_interval_ms",
     CHECKPOINT_ALLOW_NON_ATOMIC_CREATE: "checkpoint_allow_non_atomic_create",
+    DEAD_LETTER_TOPIC: "dead_letter_topic",
+    DEAD_LETTER_COPY_RECORD: "dead_letter_copy_record",
 }
 
 
@@ -129,6 +133,13 @@ class KafkaShareOptions:
         assignment_interval_ms: how long Kafka may wait before it assigns partitions to members that
             joined (the group config ``share.assignment.interval.ms``, Kafka 4.3; default 1000).
             0 gives every consumer of a starting query its partitions when it joins.
+        dead_letter_topic: the share group's dead-letter topic, which the broker writes (group config
+            ``errors.deadletterqueue.topic.name``; Kafka 4.4 with ``share.version=2``). The broker
+            writes each REJECTed record there, and each past the group's delivery-count limit, with
+            ``__dlq.errors.*`` headers; pass no topic to :func:`~spark_kafka_share.release_or_dead_letter`.
+        dead_letter_copy_record: whether the broker copies the record's key, value and headers to
+            ``dead_letter_topic`` (group config ``errors.deadletterqueue.copy.record.enable``; Kafka's
+            default: false, only the headers).
         checkpoint_allow_non_atomic_create: run ``checkpoint-dedup`` and ``two-phase-commit`` on a
             checkpoint store where two writers of one file could both win (S3A before Hadoop 3.4.2, a
             FUSE mount, a store other than HDFS that renames into place), which they refuse otherwise.
@@ -157,6 +168,8 @@ class KafkaShareOptions:
     partition_max_record_locks: int | None = None
     assignment_interval_ms: int | None = None
     checkpoint_allow_non_atomic_create: bool = False
+    dead_letter_topic: str | None = None
+    dead_letter_copy_record: bool | None = None
     include_headers: bool = False
     max_records_per_trigger: int | None = None
     poll_timeout_ms: int | None = None
@@ -195,6 +208,10 @@ class KafkaShareOptions:
             PARTITION_MAX_RECORD_LOCKS: self.partition_max_record_locks,
             ASSIGNMENT_INTERVAL_MS: self.assignment_interval_ms,
             CHECKPOINT_ALLOW_NON_ATOMIC_CREATE: "true" if self.checkpoint_allow_non_atomic_create else None,
+            DEAD_LETTER_TOPIC: self.dead_letter_topic,
+            DEAD_LETTER_COPY_RECORD: None
+            if self.dead_letter_copy_record is None
+            else str(self.dead_letter_copy_record).lower(),
             INCLUDE_HEADERS: "true" if self.include_headers else "false",
             MAX_RECORDS_PER_TRIGGER: self.max_records_per_trigger,
             POLL_TIMEOUT_MS: self.poll_timeout_ms,

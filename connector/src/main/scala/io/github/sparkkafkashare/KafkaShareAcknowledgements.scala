@@ -71,6 +71,8 @@ object KafkaShareAcknowledgements {
    * delivers them again; the others are copied to `deadLetterTopic` (when given) and REJECTed, so
    * they stop coming back. Copies keep key, value and headers, and add headers
    * `kafka-share.origin` (`topic-partition@offset`) and `kafka-share.delivery-count`.
+   * With option `kafka.share.dead.letter.topic` the broker writes the REJECTed records to the
+   * group's dead-letter topic instead, so `deadLetterTopic` must then be null or empty.
    * Returns how many records were sent to the dead-letter topic or rejected.
    */
   def releaseOrDeadLetter(batch: DataFrame, failed: DataFrame, maxDeliveries: Int, deadLetterTopic: String): Long = {
@@ -78,6 +80,9 @@ object KafkaShareAcknowledgements {
       throw KafkaShareErrors.invalidDeadLetterInput(s"maxDeliveries must be at least 1, not $maxDeliveries")
     val (stream, round) = explicitBatch(batch)
     val deadLetters = Option(deadLetterTopic).filter(_.nonEmpty)
+    for (topic <- deadLetters; broker <- stream.options.brokerDeadLetters) {
+      throw KafkaShareErrors.deadLetterTopicTwice(topic, KafkaShareSourceOptions.DeadLetterTopic, broker.topic)
+    }
     val needed = Columns.take(3) ++ Seq("deliveryCount") ++ deadLetters.map(_ => Seq("key", "value")).getOrElse(Nil)
     requireColumns(failed, needed, KafkaShareErrors.invalidDeadLetterInput)
     val exhausted = col("deliveryCount") >= maxDeliveries

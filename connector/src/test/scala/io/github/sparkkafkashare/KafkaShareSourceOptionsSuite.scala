@@ -8,7 +8,7 @@ import io.github.sparkkafkashare.acknowledgements.{AcknowledgementMarks, HeldRec
 import io.github.sparkkafkashare.errors.{KafkaShareIllegalArgumentException, KafkaShareThrowable}
 import io.github.sparkkafkashare.offsets.KafkaShareSourceOffset
 import io.github.sparkkafkashare
-  .options.{AcceptPoint, AcknowledgmentMode, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
+  .options.{AcceptPoint, AcknowledgmentMode, BrokerDeadLetters, ConflictingSparkSetting, ExactlyOnceStrategy, KafkaConnection, KafkaShareSourceOptions, KafkaShareSparkConf, StartingOffsets, Subscription}
 import io.github.sparkkafkashare.planning.ShareConsumerSettings
 import org.apache.kafka.clients.consumer.{AcknowledgeType, ConsumerRecord}
 import org.apache.spark.SparkConf
@@ -167,6 +167,11 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         "kafka.share.lock.timeout.ms"
       ),
       (required + ("kafka.share.delivery.count.limit" -> "3"), "KAFKA_SHARE_OWNED_KAFKA_CONFIG", "kafka-configs"),
+      (
+        required + ("kafka.errors.deadletterqueue.topic.name" -> "dlq.orders"),
+        "KAFKA_SHARE_OWNED_KAFKA_CONFIG",
+        "use option 'kafka.share.dead.letter.topic'"
+      ),
       (required + ("fetchOffset.numRetries" -> "-1"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "fetchOffset.numRetries"),
       (required + ("kafka.share.acknowledge" -> "after-poll"), "KAFKA_SHARE_INVALID_OPTION_VALUE", "'after-log'"),
       (
@@ -195,6 +200,52 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
         required + ("kafka.share.exactly.once.stratgy" -> "two-phase-commit"),
         "KAFKA_SHARE_UNKNOWN_OPTION",
         "did you mean 'kafka.share.exactly.once.strategy'?"
+      ),
+      (
+        required + ("kafka.share.dead.letter.copy.record" -> "true"),
+        "KAFKA_SHARE_MISSING_OPTION",
+        "Option 'kafka.share.dead.letter.topic' is required. Option 'kafka.share.dead.letter.copy.record' applies"
+      ),
+      (
+        required ++ Map(
+          "kafka.share.dead.letter.topic" -> "dlq.orders",
+          "kafka.share.dead.letter.copy.record" -> "yes"
+        ),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "Invalid value 'yes' for option 'kafka.share.dead.letter.copy.record': expected 'true' or 'false'"
+      ),
+      (
+        required + ("kafka.share.dead.letter.topic" -> "dlq orders"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "Invalid value 'dlq orders' for option 'kafka.share.dead.letter.topic': expected a Kafka topic name"
+      ),
+      (
+        required + ("kafka.share.dead.letter.topic" -> ("dlq." + "x" * 250)),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "expected a Kafka topic name"
+      ),
+      (
+        required + ("kafka.share.dead.letter.topic" -> "__dlq"),
+        "KAFKA_SHARE_INVALID_OPTION_VALUE",
+        "does not start with '__'"
+      ),
+      (
+        required + ("kafka.share.dead.letter.topic" -> "payments"),
+        "KAFKA_SHARE_CONFLICTING_OPTIONS",
+        "Options 'kafka.share.dead.letter.topic', 'subscribe' cannot be used together. The query reads topic 'payments'"
+      ),
+      (
+        required - "subscribe" ++ Map(
+          "subscribePattern" -> "dlq\\..*",
+          "kafka.share.dead.letter.topic" -> "dlq.orders"
+        ),
+        "KAFKA_SHARE_CONFLICTING_OPTIONS",
+        "'kafka.share.dead.letter.topic', 'subscribePattern'"
+      ),
+      (
+        required + ("kafka.share.dead.letter.topik" -> "dlq.orders"),
+        "KAFKA_SHARE_UNKNOWN_OPTION",
+        "did you mean 'kafka.share.dead.letter.topic'?"
       )
     )
     cases.foreach { case (options, condition, named) =>
@@ -204,6 +255,27 @@ class KafkaShareSourceOptionsSuite extends AnyFunSuite {
       assert(e.asInstanceOf[Exception].getMessage.startsWith(s"[$condition] "))
       assert(e.asInstanceOf[Exception].getMessage.contains(named), s"$condition should name $named")
     }
+  }
+
+  test("the broker's dead-letter topic: parsed once, and never passed to Kafka") {
+    assert(parse(required).brokerDeadLetters.isEmpty)
+    val topicOnly = parse(required + ("kafka.share.dead.letter.topic" -> " dlq.orders "))
+    assert(topicOnly.brokerDeadLetters.contains(BrokerDeadLetters("dlq.orders", None)))
+    assert(topicOnly.connection.kafkaParams.isEmpty)
+    val copied = parse(required ++ Map(
+      "KAFKA.SHARE.DEAD.LETTER.TOPIC" -> "dlq.orders",
+      "kafka.share.dead.letter.copy.record" -> "TRUE"
+    ))
+    assert(copied.brokerDeadLetters.contains(BrokerDeadLetters("dlq.orders", Some(true))))
+    assert(copied.connection.kafkaParams.isEmpty)
+    // A pattern that does not match the topic, and an empty value, which leaves the option unset.
+    val pattern = parse(required - "subscribe" ++ Map(
+      "subscribePattern" -> "orders.*",
+      "kafka.share.dead.letter.topic" -> "dlq.orders"
+    ))
+    assert(pattern.brokerDeadLetters.map(_.topic).contains("dlq.orders"))
+    assert(parse(required + ("kafka.share.dead.letter.topic" -> " ")).brokerDeadLetters.isEmpty)
+    // Its bad values are cases of "each bad input names its condition and option".
   }
 
   test("pass-through values Kafka's consumer refuses fail at load(), without showing the value") {

@@ -76,6 +76,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def invalidDeadLetterInput(problem: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_DEAD_LETTER_INVALID_INPUT", "problem" -> problem)
 
+  def deadLetterTopicTwice(topic: String, option: String, brokerTopic: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_DEAD_LETTER_TOPIC_TWICE", "topic" -> topic, "option" -> option, "brokerTopic" -> brokerTopic)
+
   def marksOutsideBatch(records: Seq[String]): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_ACKNOWLEDGE_RECORD_NOT_IN_BATCH", "records" -> records.mkString(", "))
 
@@ -200,6 +203,34 @@ private[sparkkafkashare] object KafkaShareErrors {
 
   def shareGroupsDisabled(bootstrapServers: String, level: String): KafkaShareRuntimeException =
     runtime("KAFKA_SHARE_GROUPS_DISABLED", null, "bootstrapServers" -> bootstrapServers, "level" -> level)
+
+  def brokerDeadLettersUnsupported(
+      bootstrapServers: String,
+      level: String,
+      option: String
+  ): KafkaShareRuntimeException =
+    runtime(
+      "KAFKA_SHARE_BROKER_DLQ_UNSUPPORTED",
+      null,
+      "bootstrapServers" -> bootstrapServers,
+      "level" -> level,
+      "option" -> option
+    )
+
+  def brokerDeadLetterTopicUnusable(
+      option: String,
+      topic: String,
+      problem: String,
+      fix: String
+  ): KafkaShareRuntimeException =
+    runtime(
+      "KAFKA_SHARE_BROKER_DLQ_TOPIC_UNUSABLE",
+      null,
+      "option" -> option,
+      "topic" -> topic,
+      "problem" -> problem,
+      "fix" -> fix
+    )
 
   def brokerUnsupported(bootstrapServers: String, release: String, level: Int): KafkaShareRuntimeException =
     runtime(

@@ -9,6 +9,8 @@ import scala.jdk.CollectionConverters._
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import org.apache.kafka.clients.consumer.ConsumerConfig
 import org.apache.kafka.common.config.{ConfigDef, ConfigException}
+import org.apache.kafka.common.errors.InvalidTopicException
+import org.apache.kafka.common.internals.Topic
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
 /**
@@ -31,7 +33,8 @@ private[sparkkafkashare] final case class KafkaShareSourceOptions(
     pollTimeoutMs: Long,
     startingOffsets: Option[StartingOffsets],
     fetchOffsetNumRetries: Int,
-    allowNonAtomicCreate: Boolean = false
+    allowNonAtomicCreate: Boolean = false,
+    brokerDeadLetters: Option[BrokerDeadLetters] = None
 ) {
   def groupId: String = connection.groupId
 
@@ -49,6 +52,12 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
   val LockTimeoutMs = "kafka.share.lock.timeout.ms"
   val PartitionMaxRecordLocks = "kafka.share.partition.max.record.locks"
   val AssignmentIntervalMs = "kafka.share.assignment.interval.ms"
+
+  /** The share group's dead-letter topic, which the broker writes (group config `errors.deadletterqueue.topic.name`). */
+  val DeadLetterTopic = "kafka.share.dead.letter.topic"
+
+  /** Whether the broker copies a dead-lettered record's key, value and headers (`errors.deadletterqueue.copy.record.enable`). */
+  val DeadLetterCopyRecord = "kafka.share.dead.letter.copy.record"
 
   /** Whether a strategy that logs records may run on a checkpoint store where two writers of a file can both win. */
   val AllowNonAtomicCreate = "kafka.share.checkpoint.allow.non.atomic.create"
@@ -97,7 +106,9 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       LockTimeoutMs,
       PartitionMaxRecordLocks,
       AssignmentIntervalMs,
-      AllowNonAtomicCreate
+      AllowNonAtomicCreate,
+      DeadLetterTopic,
+      DeadLetterCopyRecord
     )
 
   /** The bootstrap servers, group id and pass-through Kafka settings, checked. */
@@ -219,8 +230,57 @@ private[sparkkafkashare] object KafkaShareSourceOptions {
       startingOffsets = get(StartingOffsetsOption).map(startingOffsets),
       fetchOffsetNumRetries = nonNegativeInt(get(FetchOffsetNumRetries), FetchOffsetNumRetries)
         .getOrElse(DefaultFetchOffsetNumRetries),
-      allowNonAtomicCreate = boolean(get(AllowNonAtomicCreate), AllowNonAtomicCreate).getOrElse(false)
+      allowNonAtomicCreate = boolean(get(AllowNonAtomicCreate), AllowNonAtomicCreate).getOrElse(false),
+      brokerDeadLetters = brokerDeadLetters(get(DeadLetterTopic), get(DeadLetterCopyRecord), subscription)
     )
+  }
+
+  /**
+   * [[DeadLetterTopic]] and [[DeadLetterCopyRecord]]: a topic name Kafka accepts, not an internal one
+   * (Kafka refuses those for a dead-letter topic) nor one the query reads (dead letters would come
+   * back as records); the copy setting only with a topic.
+   */
+  private def brokerDeadLetters(
+      topic: Option[String],
+      copyRecord: Option[String],
+      subscription: Subscription
+  ): Option[BrokerDeadLetters] = {
+    val copy = boolean(copyRecord, DeadLetterCopyRecord)
+    if (topic.isEmpty && copy.isDefined) {
+      throw KafkaShareErrors.missingOption(
+        DeadLetterTopic,
+        s"Option '$DeadLetterCopyRecord' applies to the broker's dead-letter topic, which '$DeadLetterTopic' names."
+      )
+    }
+    topic.map { name =>
+      try Topic.validate(name)
+      catch {
+        case e: InvalidTopicException =>
+          throw KafkaShareErrors.invalidOptionValue(
+            DeadLetterTopic,
+            name,
+            s"expected a Kafka topic name (${e.getMessage})"
+          )
+      }
+      if (name.startsWith("__")) {
+        throw KafkaShareErrors.invalidOptionValue(
+          DeadLetterTopic,
+          name,
+          "expected a topic name that does not start with '__', which Kafka keeps for its internal topics"
+        )
+      }
+      val read = subscription match {
+        case Subscription.Topics(topics) => topics.contains(name)
+        case p: Subscription.TopicPattern => p.pattern.matcher(name).matches()
+      }
+      if (read) {
+        throw KafkaShareErrors.conflictingOptions(
+          Seq(DeadLetterTopic, if (subscription.isInstanceOf[Subscription.Topics]) Subscribe else SubscribePattern),
+          s"The query reads topic '$name', so its dead letters would come back to it as records. Name another topic."
+        )
+      }
+      BrokerDeadLetters(name, copy)
+    }
   }
 
   private def oneOf[T](value: Option[String], option: String, choices: Seq[T])(name: T => String): Option[T] =

@@ -28,3 +28,11 @@ private[sparkkafkashare] object Subscription {
  * its position whatever this says.
  */
 private[sparkkafkashare] final case class StartingOffsets(groupConfigValue: String)
+
+/**
+ * The broker's dead-letter queue (Kafka 4.4, KIP-1191), set on the share group as the query starts:
+ * the group configs `errors.deadletterqueue.topic.name` and, when given,
+ * `errors.deadletterqueue.copy.record.enable`. The broker then writes each record the group REJECTs,
+ * or that runs past the delivery-count limit, to `topic`, with headers of where it came from.
+ */
+private[sparkkafkashare] final case class BrokerDeadLetters(topic: String, copyRecord: Option[Boolean])

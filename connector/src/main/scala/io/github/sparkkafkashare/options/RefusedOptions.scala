@@ -25,7 +25,9 @@ private[options] object RefusedOptions {
     val onTheGroup = "set it on the group with Kafka's kafka-configs tool (--entity-type groups)."
     val groupConfigs = Map(
       "share.auto.offset.reset" -> s"$groupConfig use option '$StartingOffsetsOption'.",
-      "share.record.lock.duration.ms" -> s"$groupConfig use option '$LockTimeoutMs'."
+      "share.record.lock.duration.ms" -> s"$groupConfig use option '$LockTimeoutMs'.",
+      "errors.deadletterqueue.topic.name" -> s"$groupConfig use option '$DeadLetterTopic'.",
+      "errors.deadletterqueue.copy.record.enable" -> s"$groupConfig use option '$DeadLetterCopyRecord'."
     ) ++
       Seq(
         "share.session.timeout.ms",

@@ -14,8 +14,11 @@ private[sparkkafkashare] trait GroupAdmin {
   /** Calls the cluster has answered so far: whether a lookup reached it, even one that needed no call. */
   def callsAnswered: Long
 
-  /** Fails unless the cluster has share groups enabled and runs at Kafka 4.2 or later. */
-  def checkShareGroupsEnabled(): Unit
+  /**
+   * Fails unless the cluster has share groups enabled and runs at Kafka 4.2 or later, and, with
+   * `brokerDeadLetters`, has Kafka 4.4's dead-letter queues on (share.version 2).
+   */
+  def checkShareGroupsEnabled(brokerDeadLetters: Boolean): Unit
 
   /** Applies the group configs the options translate to, and starts `partitions` the group has not read; returns the group's limits. */
   def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): GroupLimits

@@ -38,7 +38,7 @@ private[planning] final class GroupFollower(
 
   locally {
     val checkedAt = clock.nanoTime()
-    admin.checkShareGroupsEnabled()
+    admin.checkShareGroupsEnabled(options.brokerDeadLetters.isDefined)
     val subscribed = admin.partitionsOf(admin.subscribedTopics(options.subscription))
     val limits = admin.configureGroup(options, subscribed)
     limitsRead = LimitsRead(limits, checkedAt)

@@ -69,9 +69,12 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
    * RENEW, so the source would read nothing, or lose the locks of a batch longer than the lock. The
    * release is the cluster's finalized metadata.version, which every broker shares: a cluster can
    * finalize 4.2's only once all its brokers run 4.2 or later, while the answering broker alone may
-   * support newer levels in the middle of a rolling upgrade.
+   * support newer levels in the middle of a rolling upgrade. With `brokerDeadLetters` (option
+   * `kafka.share.dead.letter.topic`), it also fails unless the cluster has Kafka 4.4's dead-letter
+   * queues on (share.version 2): an older cluster would refuse the group config, or take it and
+   * write nothing.
    */
-  override def checkShareGroupsEnabled(): Unit = {
+  override def checkShareGroupsEnabled(brokerDeadLetters: Boolean): Unit = {
     val features = await("checking that share groups are enabled", admin.describeFeatures().featureMetadata())
     def finalized(feature: String) =
       Option(features.finalizedFeatures().get(feature)).map(_.maxVersionLevel().toInt).getOrElse(0)
@@ -80,14 +83,23 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
     Some(finalized("metadata.version")).filter(_ < MetadataVersionOf42).foreach { v =>
       throw KafkaShareErrors.brokerUnsupported(connection.bootstrapServers, releaseOf(v), v)
     }
+    if (brokerDeadLetters && level < ShareVersionOfDeadLetters) {
+      throw KafkaShareErrors.brokerDeadLettersUnsupported(
+        connection.bootstrapServers,
+        level.toString,
+        KafkaShareSourceOptions.DeadLetterTopic
+      )
+    }
   }
 
   /**
    * Applies the group configs that options translate to: `kafka.share.lock.timeout.ms`,
    * `kafka.share.partition.max.record.locks` and `kafka.share.assignment.interval.ms` always, and
    * `startingOffsets` only to a group that has not started reading yet (Kafka applies
-   * `share.auto.offset.reset` only when a share-partition is first initialized). Then starts the
-   * share-partitions of `partitions` the group has no state for ([[startNewPartitions]]). Returns
+   * `share.auto.offset.reset` only when a share-partition is first initialized), and the broker's
+   * dead-letter topic of `kafka.share.dead.letter.topic` once [[checkDeadLetterTopic]] finds the
+   * broker can write it. Then starts the share-partitions of `partitions` the group has no state
+   * for ([[startNewPartitions]]). Returns
    * the limits that shape the query's rounds: the group's, with the values the options just set
    * (not read back: another broker may not have the change yet).
    */
@@ -115,12 +127,19 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
         None
       }
     }
+    options.brokerDeadLetters.foreach(d => checkDeadLetterTopic(d.topic))
+    val deadLetters = options.brokerDeadLetters.toSeq.flatMap { d =>
+      (KafkaShareSourceOptions.DeadLetterTopic, new ConfigEntry(DeadLetterTopicConfig, d.topic)) +:
+        d.copyRecord.toSeq.map(copy =>
+          (KafkaShareSourceOptions.DeadLetterCopyRecord, new ConfigEntry(DeadLetterCopyRecordConfig, copy.toString))
+        )
+    }
     val resource = new ConfigResource(ConfigResource.Type.GROUP, group)
-    (lock ++ recordLocks ++ assignmentInterval ++ reset).foreach { case (option, entry) =>
+    (lock ++ recordLocks ++ assignmentInterval ++ reset ++ deadLetters).foreach { case (option, entry) =>
       val op = new AlterConfigOp(entry, AlterConfigOp.OpType.SET)
       try {
         await(
-          s"setting ${entry.name()} of share group '$group'",
+          s"setting ${entry.name()} of share group '$group' for option '$option'",
           admin.incrementalAlterConfigs(Map(resource -> (Seq(op).asJavaCollection)).asJava).all()
         )
       } catch {
@@ -138,6 +157,85 @@ private[sparkkafkashare] final class ShareGroupAdmin(connection: KafkaConnection
       assignmentIntervalMs = options.assignmentIntervalMs.fold(current.assignmentIntervalMs)(_.toLong)
     )
   }
+
+  /**
+   * Fails unless the broker can write dead letters to `topic`. Kafka 4.4 checks the topic only as it
+   * writes, and archives the record if it cannot: a name without the cluster's prefix, a topic that
+   * does not exist (unless the cluster creates it), or one without
+   * `errors.deadletterqueue.group.enable=true`. The checks need DESCRIBE_CONFIGS on the cluster and
+   * on the topic; one refused is logged and skipped, as the source needs neither to run.
+   */
+  private def checkDeadLetterTopic(topic: String): Unit = {
+    val servers = connection.bootstrapServers
+    def unusable(problem: String, fix: String) =
+      KafkaShareErrors.brokerDeadLetterTopicUnusable(KafkaShareSourceOptions.DeadLetterTopic, topic, problem, fix)
+    val broker = brokerDeadLetterConfigs()
+    val prefix = broker.map(_._1).getOrElse(DefaultDeadLetterTopicPrefix)
+    if (broker.isDefined && !topic.startsWith(prefix)) {
+      throw unusable(
+        s"does not start with '$prefix', the prefix the cluster requires (broker config $DeadLetterTopicPrefixConfig)",
+        s"Name a topic that starts with '$prefix'."
+      )
+    }
+    val resource = new ConfigResource(ConfigResource.Type.TOPIC, topic)
+    val described =
+      try Some(await(
+          s"reading the configs of dead-letter topic '$topic'",
+          admin.describeConfigs(Seq(resource).asJava).all()
+        ))
+      catch {
+        case _: UnknownTopicOrPartitionException => None
+        case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.NotAuthorized =>
+          logWarning(s"Not checking that the broker can write dead letters to topic '$topic': ${e.getMessage}")
+          return
+      }
+    described.flatMap(c => Option(c.get(resource))) match {
+      case None if broker.exists(_._2) =>
+        logInfo(s"Dead-letter topic '$topic' does not exist yet; the cluster creates it ($DeadLetterAutoCreateConfig)")
+      case None =>
+        throw unusable(
+          "does not exist, and the cluster does not create it",
+          s"Create it: kafka-topics.sh --bootstrap-server $servers --create --topic $topic " +
+            s"--config $DeadLetterTopicEnableConfig=true (or set broker config $DeadLetterAutoCreateConfig=true)."
+        )
+      case Some(config)
+          if !Option(config.get(DeadLetterTopicEnableConfig)).exists(e => "true".equalsIgnoreCase(e.value())) =>
+        throw unusable(
+          s"does not let share groups write to it (topic config $DeadLetterTopicEnableConfig is not true)",
+          s"Allow it: kafka-configs.sh --bootstrap-server $servers --alter --entity-type topics --entity-name $topic " +
+            s"--add-config $DeadLetterTopicEnableConfig=true."
+        )
+      case Some(_) =>
+    }
+    if (broker.isEmpty && !topic.startsWith(DefaultDeadLetterTopicPrefix)) {
+      logWarning(
+        s"Dead-letter topic '$topic' does not start with Kafka's default prefix '$DefaultDeadLetterTopicPrefix'; " +
+          s"the broker writes to it only if the cluster's $DeadLetterTopicPrefixConfig allows it."
+      )
+    }
+  }
+
+  /** The cluster's dead-letter prefix and auto-creation, as a broker describes them; None if refused. */
+  private def brokerDeadLetterConfigs(): Option[(String, Boolean)] =
+    try {
+      val nodes = await("describing the cluster", admin.describeCluster().nodes()).asScala
+      nodes.headOption.map { node =>
+        val resource = new ConfigResource(ConfigResource.Type.BROKER, node.idString())
+        val configs = await(
+          s"reading the dead-letter configs of broker ${node.idString()}",
+          admin.describeConfigs(Seq(resource).asJava).all()
+        ).get(resource)
+        def value(name: String) = Option(configs).flatMap(c => Option(c.get(name))).flatMap(e => Option(e.value()))
+        (
+          value(DeadLetterTopicPrefixConfig).getOrElse(DefaultDeadLetterTopicPrefix),
+          value(DeadLetterAutoCreateConfig).exists(_.equalsIgnoreCase("true"))
+        )
+      }
+    } catch {
+      case e: KafkaShareRuntimeException if e.condition == KafkaShareErrors.NotAuthorized =>
+        logWarning(s"Not checking the cluster's dead-letter topic prefix: ${e.getMessage}")
+        None
+    }
 
   /** The group's limits as its configs say now (changed with `kafka-configs`, say). */
   override def groupLimits(): GroupLimits = limitsIn(groupConfigs())

@@ -26,6 +26,23 @@ private[sparkkafkashare] object ShareGroupConfigs {
   /** Kafka's default for `share.auto.offset.reset`. */
   val DefaultAutoOffsetReset = "latest"
 
+  /** The share.version feature level of Kafka 4.4's dead-letter queues (KIP-1191). */
+  val ShareVersionOfDeadLetters = 2
+
+  /** Group configs of the broker's dead-letter queue (Kafka 4.4's GroupConfig). */
+  val DeadLetterTopicConfig = "errors.deadletterqueue.topic.name"
+  val DeadLetterCopyRecordConfig = "errors.deadletterqueue.copy.record.enable"
+
+  /** The topic config without which the broker writes no dead letters to a topic (Kafka 4.4's LogConfig). */
+  val DeadLetterTopicEnableConfig = "errors.deadletterqueue.group.enable"
+
+  /** Broker configs: the prefix every dead-letter topic's name must have, and whether the broker creates a missing one. */
+  val DeadLetterTopicPrefixConfig = "errors.deadletterqueue.topic.name.prefix"
+  val DeadLetterAutoCreateConfig = "errors.deadletterqueue.auto.create.topics.enable"
+
+  /** Kafka's default for [[DeadLetterTopicPrefixConfig]]. */
+  val DefaultDeadLetterTopicPrefix = "dlq."
+
   /** Kafka describes a group's every config, with the broker's defaults for those the group does not set. */
   def limitsIn(configs: Map[String, String]): GroupLimits = GroupLimits(
     renewAllowed = configs.get(RenewAllowedConfig).forall(_.toBoolean),

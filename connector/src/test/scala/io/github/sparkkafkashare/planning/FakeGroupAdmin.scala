@@ -61,7 +61,8 @@ private[planning] final class FakeGroupAdmin extends GroupAdmin {
     a
   }
 
-  override def checkShareGroupsEnabled(): Unit = call("checkShareGroupsEnabled")(shareGroupsCheck())
+  override def checkShareGroupsEnabled(brokerDeadLetters: Boolean): Unit =
+    call("checkShareGroupsEnabled")(shareGroupsCheck())
 
   override def configureGroup(options: KafkaShareSourceOptions, partitions: Seq[TopicPartition]): GroupLimits =
     call("configureGroup") {
