@@ -12,7 +12,7 @@ ThisBuild / scalaVersion := "2.13.18"
 ThisBuild / javacOptions ++= Seq("--release", "17")
 ThisBuild / scalacOptions ++= Seq("-release", "17", "-deprecation", "-feature", "-Wunused:imports,privates,locals")
 
-val kafkaVersion = "4.3.1"
+val kafkaVersion = "4.4.0"
 // The broker and command-line tools of the local cluster (sbt project kafkaLocal). The connector always
 // builds with kafka-clients `kafkaVersion`; KAFKA_BROKER_VERSION runs its tests against another broker.
 val brokerVersion = sys.env.getOrElse("KAFKA_BROKER_VERSION", kafkaVersion)
