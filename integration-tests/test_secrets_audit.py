@@ -4,7 +4,8 @@ One Spark application (jobs/secrets_audit.py) with executors in JVMs of their ow
 (`local-cluster[2,1,1024]`) runs a kafka-share query for each mechanism the source logs in with, once
 with the right secret and once with a wrong or refused one: SASL PLAIN, SCRAM-SHA-512 over SASL_SSL,
 OAUTHBEARER with a client secret, mutual TLS with keystore, key and truststore passwords, GSSAPI with
-a keytab, and a Kafka delegation token that Spark ships to the executors. Every JVM logs Kafka's
+a keytab, and a Kafka delegation token that Spark ships to the executors; and mutual TLS once more
+with the PEM private key as the value of `kafka.ssl.keystore.key`. Every JVM logs Kafka's
 clients (shaded and not) and the source at DEBUG to a file of its own (jobs/log4j2-audit.properties);
 Spark's event log is on; each query's plans, progress and checkpoint are kept. Then every file the
 application wrote is searched for every secret's literal value, and the test fails on a hit, naming
@@ -235,6 +236,12 @@ def the_runs(work: Path, admin: AdminClient, endpoint_url: str, client_secret: s
     mtls = {"kafka.bootstrap.servers": MTLS, "kafka.security.protocol": "SSL", **trust}
     store_password, key_password = random_secret("keystore"), random_secret("key")
     add("mtls", {**mtls, **key_store(work, store_password, key_password)}, {})
+    # The certificate and private key as the values themselves, as a managed Kafka hands them out.
+    pem = {"kafka.ssl.keystore.type": "PEM"}
+    pem["kafka.ssl.keystore.key"] = (TLS_DIR / "client-key.pem").read_text()
+    pem["kafka.ssl.keystore.certificate.chain"] = (TLS_DIR / "client-cert.pem").read_text()
+    key_lines = [line for line in pem["kafka.ssl.keystore.key"].splitlines() if "-----" not in line]
+    add("mtls-pem", {**mtls, **pem}, {f"private key line {i}": line for i, line in enumerate(key_lines)})
     # The store opens, its key does not: the client cannot show its certificate.
     refused = key_store(work, random_secret("keystore"), random_secret("key"))
     refused["kafka.ssl.key.password"] = random_secret("key-wrong")
@@ -379,7 +386,7 @@ def audited(base: Path) -> Audit:
 
 
 RUNS = ["plain", "scram", "oauth", "mtls", "gssapi", "token"]
-RUNS = [name for base in RUNS for name in (base, f"{base}-refused")]
+RUNS = [name for base in RUNS for name in (base, f"{base}-refused")] + ["mtls-pem"]
 
 
 @pytest.mark.parametrize("run", RUNS)
