@@ -128,7 +128,7 @@ test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	$(PYTEST_OF_MAKE_TEST)
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
-# Also the secrets audit of every JVM of an application (test_secrets_audit.py, three to five minutes).
+# Also the secrets audit of every JVM of an application (test_secrets_audit.py, five to ten minutes).
 # python/tests is collected too (none of it is extended): collecting it puts the package on the path.
 test-extended: $(JAR) $(WHEEL) kafka-up
 	$(VENV)/bin/pytest -m extended python/tests integration-tests

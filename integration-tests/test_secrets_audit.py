@@ -1,15 +1,16 @@
 """No secret of a login reaches a file of the Spark application, in any of its JVMs (issue 76).
 
-One Spark application (jobs/secrets_audit.py) with executors in JVMs of their own
-(`local-cluster[2,1,1024]`) runs a kafka-share query for each mechanism the source logs in with, once
-with the right secret and once with a wrong or refused one: SASL PLAIN, SCRAM-SHA-512 over SASL_SSL,
-OAUTHBEARER with a client secret, mutual TLS with keystore, key and truststore passwords, GSSAPI with
-a keytab, and a Kafka delegation token that Spark ships to the executors; and mutual TLS once more
-with the PEM private key as the value of `kafka.ssl.keystore.key`. Every JVM logs Kafka's
-clients (shaded and not) and the source at DEBUG to a file of its own (jobs/log4j2-audit.properties);
-Spark's event log is on; each query's plans, progress and checkpoint are kept. Then every file the
-application wrote is searched for every secret's literal value, and the test fails on a hit, naming
-the file and the line with the secret masked.
+A Spark application (jobs/secrets_audit.py) with executors in JVMs of their own runs a kafka-share
+query for each mechanism the source logs in with, once with the right secret and once with a wrong or
+refused one: SASL PLAIN, SCRAM-SHA-512 over SASL_SSL, OAUTHBEARER with a client secret, mutual TLS
+with keystore, key and truststore passwords, GSSAPI with a keytab, and a Kafka delegation token that
+Spark ships to the executors; and mutual TLS once more with the PEM private key as the value of
+`kafka.ssl.keystore.key`. Every JVM logs Kafka's clients (shaded and not) and the source at DEBUG to a
+file of its own (jobs/log4j2-audit.properties); Spark's event log is on; each query's plans, progress
+and checkpoint are kept. Then every file the application wrote is searched for every secret's literal
+value, and the test fails on a hit, naming the file and the line with the secret masked. The
+application runs twice: on `local-cluster[2,1,1024]`, and submitted to a standalone cluster of two
+workers (standalone_cluster.py), whose daemons' logs and executors' stdout and stderr are searched too.
 
 The secrets are random per module where the broker lets them be: PLAIN's password (the broker's
 JAAS config, set at start), SCRAM users made through the Admin API, the token endpoint's client
@@ -18,8 +19,8 @@ no password: its keys are searched for, as hex and base64, and so is each run's 
 
 A run that fails to log in fails on the driver, whose Admin client logs in first: the executors get
 no task of it. The broker, the KDC and the token endpoint are the module's own, on ports other than
-the shared broker's. The module takes three to five minutes on 2 cores, so only `make test-extended`
-runs it.
+the shared broker's. The module takes five to ten minutes on 2 cores, so only `make test-extended` runs
+it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from confluent_kafka.admin import (
 from pyspark.sql import SparkSession
 
 from conftest import JAR, KAFKA_LOCAL, REPO, KafkaCluster, values
+from standalone_cluster import StandaloneCluster, spark_env, spark_submit, standalone_cluster
 from test_kerberos import KRB5_LOGIN_MODULE
 from test_security import (
     OAUTH_LOGIN_HANDLER,
@@ -71,6 +73,8 @@ TOKEN_KEY = f"token-key-{secrets.token_hex(16)}"
 LOG4J2 = Path(__file__).parent / "jobs" / "log4j2-audit.properties"
 JOB = Path(__file__).parent / "jobs" / "secrets_audit.py"
 RECORDS = 40
+# The standalone cluster of the running audit, stopped once its job ended.
+STANDALONE: list[StandaloneCluster] = []
 # Kafka's shaded client logs under the source's package; its unshaded name is searched too.
 SHADED = "io.github.sparkkafkashare.shaded.kafka"
 
@@ -272,11 +276,11 @@ def the_runs(work: Path, admin: AdminClient, endpoint_url: str, client_secret: s
             "kafka.share.parallelism": "2",
             "kafka.default.api.timeout.ms": "30000",
         }
-        run.options["subscribe"] = f"audit-{i}-{run.name}"
+        run.options["subscribe"] = f"audit-{i}-{run.name}-{secrets.token_hex(4)}"
     return runs
 
 
-def spark_confs(audit: Path, work: Path, endpoint_url: str) -> list[str]:
+def spark_confs(audit: Path, endpoint_url: str) -> list[str]:
     jvm = [
         f"-Dlog4j2.configurationFile={LOG4J2}",
         f"-Dkafka.share.audit.logs={audit / 'logs'}",
@@ -324,20 +328,44 @@ def search(files: list[Path], runs: dict[str, Run]) -> dict[str, list[tuple[str,
 
 
 @pytest.fixture(scope="module")
-def audit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Audit]:
+def realm() -> Iterator[None]:
+    """The module's KDC and broker."""
     kdc_env = {**os.environ, "KDC_LOCAL_DIR": str(KDC_DIR)}
     subprocess.run([str(KDC_LOCAL), "start"], check=True, timeout=300, env=kdc_env)
     try:
         subprocess.run([str(KAFKA_LOCAL), "start"], check=True, timeout=300, env=broker_env())
         try:
-            yield audited(tmp_path_factory.mktemp("secrets-audit"))
+            yield
         finally:
             subprocess.run([str(KAFKA_LOCAL), "stop"], check=True, timeout=300, env=broker_env())
     finally:
         subprocess.run([str(KDC_LOCAL), "stop"], check=True, timeout=120, env=kdc_env)
 
 
-def audited(base: Path) -> Audit:
+@pytest.fixture(scope="module", params=["local-cluster", "standalone"])
+def audit(realm: None, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Audit:
+    """The job's runs on `local-cluster[2,1,1024]`, or on a standalone cluster of two workers
+    (standalone_cluster.py) through spark-submit, whose directories (the workers' and master's logs,
+    each executor's stdout and stderr) are searched too."""
+    return audited(tmp_path_factory.mktemp(f"secrets-audit-{request.param}"), request.param)
+
+
+def job_command(deployment: str, audit_dir: Path, job_args: list[str], confs: list[str]) -> list[str]:
+    """The job on local-cluster, with its Spark conf given to the session it builds; or submitted to
+    a standalone cluster started in `audit_dir`, with its Spark conf given to spark-submit (in client
+    mode the driver JVM's options must be there before it starts)."""
+    if deployment == "local-cluster":
+        confs = [f"--conf={conf}" for conf in confs]
+        return [sys.executable, str(JOB), *job_args, "--master", "local-cluster[2,1,1024]", *confs]
+    submit = [option for conf in confs for option in ("--conf", conf)]
+    (audit_dir / "standalone").mkdir()
+    cluster = standalone_cluster(audit_dir / "standalone")
+    cluster.start()
+    STANDALONE.append(cluster)
+    return spark_submit(cluster, JAR, JOB, *job_args, submit_options=submit)
+
+
+def audited(base: Path, deployment: str) -> Audit:
     work, audit_dir = base / "work", base / "audit"
     work.mkdir()
     (audit_dir / "logs").mkdir(parents=True)
@@ -353,16 +381,13 @@ def audited(base: Path) -> Audit:
         plan = work / "plan.json"
         planned = [{"name": r.name, "options": r.options, "token": r.token} for r in runs.values()]
         plan.write_text(json.dumps({"runs": planned}))
-        command = [
-            sys.executable,
-            str(JOB),
+        job_args = [
             *("--plan", str(plan), "--audit", str(audit_dir), "--secrets-out", str(work / "hmacs.json")),
-            *("--jar", JAR, "--master", "local-cluster[2,1,1024]"),
-            *("--kdc-dir", str(KDC_DIR), "--token-bootstrap", KERBEROS),
-            *(f"--conf={conf}" for conf in spark_confs(audit_dir, work, endpoint.url)),
+            *("--jar", JAR, "--kdc-dir", str(KDC_DIR), "--token-bootstrap", KERBEROS),
         ]
-        python_path = os.pathsep.join(p for p in (str(REPO / "python"), os.environ.get("PYTHONPATH")) if p)
         started = time.monotonic()
+        command = job_command(deployment, audit_dir, job_args, spark_confs(audit_dir, endpoint.url))
+        python_path = os.pathsep.join(p for p in (str(REPO / "python"), os.environ.get("PYTHONPATH")) if p)
         with (audit_dir / "job-output.txt").open("wb") as output:
             subprocess.run(
                 command,
@@ -370,18 +395,21 @@ def audited(base: Path) -> Audit:
                 timeout=900,
                 stdout=output,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": python_path},
+                env={**spark_env(), "PYTHONPATH": python_path},
             )
         seconds = time.monotonic() - started
     finally:
         endpoint.close()
+        while STANDALONE:
+            STANDALONE.pop().stop()
     hmacs = json.loads((work / "hmacs.json").read_text())
     for kind, run in (("real", runs["token"]), ("bogus", runs["token-refused"])):
         hmac = base64.b64decode(hmacs[kind])
         run.secrets |= {"token HMAC": hmacs[kind], "token HMAC (hex)": hmac.hex()}
     for i, token in enumerate(endpoint.tokens):
         runs["oauth"].secrets[f"access token {i}"] = token
-    files = sorted(p for p in audit_dir.rglob("*") if p.is_file())
+    # The jars Spark copies to the workers are the connector's and pyspark's own.
+    files = sorted(p for p in audit_dir.rglob("*") if p.is_file() and p.suffix != ".jar")
     return Audit(audit_dir, runs, search(files, runs), files, seconds)
 
 
@@ -413,6 +441,7 @@ def lines_of(path: Path) -> list[str]:
 
 def test_the_search_read_every_jvms_debug_log_the_event_log_and_each_runs_plans(audit: Audit) -> None:
     # What makes the search above mean something: the files are there, and hold what they should.
+    assert any(name.startswith("access token") for name in audit.runs["oauth"].secrets)
     logs = audit.directory / "logs"
     kafka_debug = re.compile(rf" DEBUG \[[^]]*\] {re.escape(SHADED)}\.")
     driver = lines_of(logs / "driver.log")
@@ -423,7 +452,7 @@ def test_the_search_read_every_jvms_debug_log_the_event_log_and_each_runs_plans(
         lines = lines_of(log)
         assert any(kafka_debug.search(line) for line in lines), f"{log.name} logs Kafka's clients at DEBUG"
         assert any("SaslClientAuthenticator" in line for line in lines), f"{log.name} logged a SASL login"
-    stderr = sorted((audit.directory / "executor-work").rglob("stderr"))
+    stderr = sorted(audit.directory.rglob("stderr"))
     assert len(stderr) == 2, stderr
     assert all(kafka_debug.search(p.read_text()) for p in stderr), "each executor's stderr has Kafka's DEBUG"
     # Spark 4 writes the event log as a directory of rolled files, uncompressed here.
