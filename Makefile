@@ -130,7 +130,8 @@ test-python: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 
 # The slow cases make test leaves out; each has a faster case in make test that covers its behaviour.
 # Also the modules that start brokers of other Kafka releases beside the local one: test_broker_versions.py
-# (Kafka 4.1's refusal) and test_broker_dead_letters.py (Kafka 4.4's dead-letter queues, and 4.3's refusal).
+# (Kafka 4.1's refusal) and test_broker_dead_letters.py (Kafka 4.4's dead-letter queues, and 4.3's refusal);
+# and the secrets audit of every JVM of an application (test_secrets_audit.py, five to ten minutes).
 # python/tests is collected too (none of it is extended): collecting it puts the package on the path.
 test-extended: $(JAR) $(WHEEL) kafka-up
 	$(VENV)/bin/pytest -m extended python/tests integration-tests

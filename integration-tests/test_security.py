@@ -189,14 +189,16 @@ def oauth_ssl_stream(
 
 class TokenEndpoint:
     """An OAuth 2 token endpoint (client_credentials grant) on loopback, as an identity provider runs
-    one: it gives client alice, secret alice-secret, a JWT for subject alice signed with the key the
-    local broker checks tokens with (dev/kafka-local's tls/jwks.json); any other client gets HTTP 401."""
+    one: it gives client alice, secret `secret`, a JWT for subject alice signed with the key the
+    local broker checks tokens with (dev/kafka-local's `tls_dir`/jwks.json); any other client gets
+    HTTP 401. `tokens` are the JWTs it gave."""
 
-    def __init__(self) -> None:
+    def __init__(self, secret: str = "alice-secret", tls_dir: Path = TLS_DIR) -> None:
         self.issued = 0
         self.refused = 0
-        alice = "Basic " + base64.b64encode(b"alice:alice-secret").decode()
-        (key,) = json.loads((TLS_DIR / "jwks.json").read_text())["keys"]
+        self.tokens: list[str] = []
+        alice = "Basic " + base64.b64encode(f"alice:{secret}".encode()).decode()
+        (key,) = json.loads((tls_dir / "jwks.json").read_text())["keys"]
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -204,7 +206,8 @@ class TokenEndpoint:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Authorization") == alice:
                     endpoint.issued += 1
-                    status, body = 200, {"access_token": signed_jwt("alice", key), "token_type": "bearer"}
+                    endpoint.tokens.append(signed_jwt("alice", key))
+                    status, body = 200, {"access_token": endpoint.tokens[-1], "token_type": "bearer"}
                 else:
                     endpoint.refused += 1
                     status, body = 401, {"error": "invalid_client"}

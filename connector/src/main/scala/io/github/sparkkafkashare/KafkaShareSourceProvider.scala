@@ -5,6 +5,7 @@ import java.util
 import io.github.sparkkafkashare.errors.KafkaShareErrors
 import io.github.sparkkafkashare.executor.KafkaShareRows
 import io.github.sparkkafkashare.options.{ConflictingSparkSetting, KafkaShareSourceOptions, KafkaShareSparkConf}
+import io.github.sparkkafkashare.security.SecretOptionRedaction
 import org.apache.spark.sql.{SparkSession, SQLContext}
 import org.apache.spark.sql.connector.catalog.{Table, TableProvider}
 import org.apache.spark.sql.connector.expressions.Transform
@@ -50,6 +51,8 @@ class KafkaShareSourceProvider extends TableProvider with DataSourceRegister wit
 
   private def parse(properties: util.Map[String, String]): KafkaShareSourceOptions = {
     SupportedSpark.check() // first: on another Scala, the rest of this jar cannot run
+    // Before Spark prints the options in a plan: it hides only those its redaction patterns match.
+    SecretOptionRedaction.extend(SparkSession.active)
     parsed.collect { case (same, options) if same == properties => options }.getOrElse {
       val options = KafkaShareSourceOptions.parse(new CaseInsensitiveStringMap(properties))
       parsed = Some((new util.HashMap[String, String](properties), options))
