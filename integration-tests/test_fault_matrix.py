@@ -203,12 +203,10 @@ TASK_FAULTS = {
 
 # The source does the same for a lost executor under every strategy (its slots' records come back
 # once their locks lapse); what the strategies add, the records log, a task failure exercises too.
+# make test loses executors in test_real_time.py and test_after_log.py.
 @cases(
     "strategy,fault",
-    {
-        ("checkpoint-dedup", "task-failure"),
-        ("after-log", "executor-kill"),
-    },
+    {("checkpoint-dedup", "task-failure")},
     STRATEGIES,
     TASK_FAULTS,
 )
