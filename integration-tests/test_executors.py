@@ -167,6 +167,9 @@ def test_an_available_now_drain_whose_slots_move_ends_once_what_was_left_behind_
     assert int(metrics["recordsReleased"]) >= 100, metrics
 
 
+# Extended: LostConsumersSuite checks the counts per executor without a broker, and make test's
+# two-executor drain checks every acknowledgement reaches its consumer.
+@pytest.mark.extended
 def test_what_a_failed_task_counted_is_reported_when_its_retry_and_slot_move_to_another_executor(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:

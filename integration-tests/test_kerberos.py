@@ -85,6 +85,9 @@ def test_a_principal_the_keytab_lacks_fails_the_query_saying_the_login_failed(
     assert kafka.total_lag(group) in (None, 10), "the query read nothing"
 
 
+# Extended: make test logs in with the keytab on the driver; test_secrets_audit.py (extended too)
+# logs in with it on executors in their own JVMs as well.
+@pytest.mark.extended
 def test_executors_in_jvms_of_their_own_log_in_with_the_shipped_keytab(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
