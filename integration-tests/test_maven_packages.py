@@ -36,39 +36,44 @@ for name, frame in (("kafka-share", spark.table("shared")), ("kafka", plain)):
 """
 
 
+def submit_with_packages(tmp_path: Path, packages: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """spark-submit with kafka-share (the version `make publish-local` wrote) and `packages` from
+    `--packages`, resolved into a clean Ivy home: nothing cached from earlier runs."""
+    repository = REPO / "target" / "maven-repo"
+    version = next(repository.glob("io/github/sparkkafkashare/spark-kafka-share_2.13/*")).name
+    coordinates = [f"io.github.sparkkafkashare:spark-kafka-share_2.13:{version}", *packages]
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[2]",
+            "--packages",
+            ",".join(coordinates),
+            "--repositories",
+            repository.as_uri(),
+            "--conf",
+            f"spark.jars.ivy={tmp_path / 'ivy'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
 @pytest.mark.packages
 def test_packages_resolve_kafka_share_beside_sparks_own_kafka_source(
     kafka: KafkaCluster, group: str, tmp_path: Path
 ) -> None:
-    repository = REPO / "target" / "maven-repo"
-    version = next(repository.glob("io/github/sparkkafkashare/spark-kafka-share_2.13/*")).name
     share_topic, kafka_topic = kafka.new_topic(), kafka.new_topic()
     expected = values(200)
     kafka.produce(share_topic, expected)
     kafka.produce(kafka_topic, expected)
     (tmp_path / "app.py").write_text(APP)
 
-    run = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "spark-submit"),
-            "--master",
-            "local[2]",
-            "--packages",
-            f"io.github.sparkkafkashare:spark-kafka-share_2.13:{version},{SPARK_KAFKA_SOURCE}",
-            "--repositories",
-            repository.as_uri(),
-            "--conf",
-            f"spark.jars.ivy={tmp_path / 'ivy'}",  # a clean Ivy home: nothing cached from earlier runs
-            str(tmp_path / "app.py"),
-            BOOTSTRAP,
-            group,
-            share_topic,
-            kafka_topic,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    run = submit_with_packages(
+        tmp_path, [SPARK_KAFKA_SOURCE], str(tmp_path / "app.py"), BOOTSTRAP, group, share_topic, kafka_topic
     )
     assert run.returncode == 0, run.stderr[-3000:]
     read = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line.startswith("kafka"))
@@ -87,35 +92,20 @@ def test_the_java_example_runs_with_the_connector_from_packages(
 ) -> None:
     """examples/java/ReadToSinkJava.java as its header says to run it: the connector from
     `--packages`, no jar of ours on the command line."""
-    repository = REPO / "target" / "maven-repo"
-    version = next(repository.glob("io/github/sparkkafkashare/spark-kafka-share_2.13/*")).name
     examples_jar = REPO / "examples" / "target" / "examples.jar"
     assert examples_jar.is_file(), f"{examples_jar} is missing: run `make jar`"
     topic = kafka.new_topic()
     kafka.produce(topic, values(200))
-    run = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "spark-submit"),
-            "--master",
-            "local[2]",
-            "--packages",
-            f"io.github.sparkkafkashare:spark-kafka-share_2.13:{version}",
-            "--repositories",
-            repository.as_uri(),
-            "--conf",
-            f"spark.jars.ivy={tmp_path / 'ivy'}",
-            "--class",
-            "ReadToSinkJava",
-            str(examples_jar),
-            BOOTSTRAP,
-            topic,
-            group,
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    run = submit_with_packages(
+        tmp_path,
+        [],
+        "--class",
+        "ReadToSinkJava",
+        str(examples_jar),
+        BOOTSTRAP,
+        topic,
+        group,
+        str(tmp_path / "out"),
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "records read: 200" in run.stdout.splitlines(), run.stdout[-2000:]
