@@ -222,7 +222,13 @@ class SlotProtocolSuite extends AnyFunSuite {
     "Holding, renewed: RENEW, commit, poll; a partition refused, or no answer in time, leaves its records unlocked"
   ) {
     val (s, c) = slot(limits(lockMs = 100))(_.willPoll(Records(record(1), record(2, topic = "u"))))
+    // The poll takes longer than half the lock, as on a loaded machine: the round renews before it holds.
+    var slowPoll = true
+    c.onPoll = () => if (slowPoll) { slowPoll = false; Thread.sleep(70) }
     s.pollRound(1, Set("t", "u"), second)
+    assert(appliedOf(c, AcknowledgeType.RENEW).sorted == Seq(1, 2))
+    assert(s.drainAcknowledgementEvents() == AcknowledgementEvents(renewed = 2, expired = 0, failed = 0))
+    c.applied.clear()
     Thread.sleep(60)
     c.willCommit(Refusing(Map(new TopicPartition("u", 0) -> new InvalidRecordStateException("expired"))))
     s.renewLocksIfDue()
