@@ -398,7 +398,8 @@ def test_two_queries_share_a_group_and_one_is_killed(
     topic = kafka.topic_with(expected, partitions=2, key=str)
     upsert = strategy == "idempotent"
     sink = ("--sink", "upsert", "--sink-db", str(tmp_path / "sink.db")) if upsert else ("--sink", "skip")
-    job = (*strategy_flags(strategy), *sink, "--max-records-per-trigger", "500")
+    # Short locks: the survivor reads the killed query's records once their locks expire.
+    job = (*strategy_flags(strategy), *sink, "--max-records-per-trigger", "500", *KILLED_DRIVER_LOCKS)
     b_ran = "deliveries.json" if upsert else "batch-0.json"
     two_queries_one_killed(kafka, topic, group, tmp_path, job, ("--kill-at", "sink-written"), b_ran)
     fault = "two queries in a group, one SIGKILLed"
