@@ -52,4 +52,7 @@ def parse_args(description: str | None) -> argparse.Namespace:
     parser.add_argument("--latency-rates", default="1000,10000", help="records a second, comma-separated")
     parser.add_argument("--latency-partitions", default="1,4", help="comma-separated")
     parser.add_argument("--latency-seconds", type=int, default=60, help="how long each latency run produces")
+    parser.add_argument(
+        "--latency-repeats", type=int, default=3, help="runs of each source in real-time mode, 10 s batches"
+    )
     return parser.parse_args()

@@ -69,7 +69,7 @@ def main(description: str | None) -> None:
     if "latency" in sections:
         rates = [int(r) for r in args.latency_rates.split(",")]
         partitions = [int(p) for p in args.latency_partitions.split(",")]
-        results += latency(spark, kafka, rates, partitions, args.latency_seconds)
+        results += latency(spark, kafka, rates, partitions, args.latency_seconds, args.latency_repeats)
     spark.stop()
     if s3:
         s3.stop()
