@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,24 @@ WARM_UP_S = 5
 WARM_UP_RUN_S = 20
 
 
+@dataclass(frozen=True)
+class Stream:
+    """One latency run's query and load: `source` read at `trigger` (real-time with `batch`-long
+    batches, or "default"), `rate` records a second on `partitions` for `seconds`."""
+
+    source: str
+    trigger: str
+    batch: str
+    rate: int
+    partitions: int
+    seconds: int
+
+    @property
+    def name(self) -> str:
+        batches = f" {self.batch} batches" if self.trigger == "real-time" else ""
+        return f"latency) {self.source}, {self.trigger}{batches}"
+
+
 def latency(
     spark: SparkSession,
     kafka: Kafka,
@@ -48,43 +67,28 @@ def latency(
     # Unrecorded: the first real-time query of a JVM pays for loading and compiling Spark's code at its
     # first turnovers, which would count against whichever source runs first.
     for source in SOURCES:
-        run(spark, kafka, source, "real-time", REAL_TIME_BATCH, rates[0], 1, WARM_UP_RUN_S)
+        run(spark, kafka, Stream(source, "real-time", REAL_TIME_BATCH, rates[0], 1, WARM_UP_RUN_S))
+    # (trigger, real-time batch duration, runs of each source)
+    modes = [("real-time", REAL_TIME_BATCH, repeats), ("default", "", 1), ("real-time", WITHIN_A_BATCH, 1)]
     results = []
     for rate in rates:
         for parts in partitions:
-            turns = [
-                (source, run(spark, kafka, source, "real-time", REAL_TIME_BATCH, rate, parts, seconds))
-                for _ in range(repeats)
-                for source in SOURCES
-            ]
-            for source in SOURCES:
-                repeated = [r for s, r in turns if s == source]
-                results.append(summary(source, "real-time", REAL_TIME_BATCH, rate, parts, seconds, repeated))
-            for trigger, batch in (("default", ""), ("real-time", WITHIN_A_BATCH)):
-                for source in SOURCES:
-                    measured = run(spark, kafka, source, trigger, batch, rate, parts, seconds)
-                    results.append(summary(source, trigger, batch, rate, parts, seconds, [measured]))
+            for trigger, batch, times in modes:
+                streams = [Stream(source, trigger, batch, rate, parts, seconds) for source in SOURCES]
+                turns = [(stream, run(spark, kafka, stream)) for _ in range(times) for stream in streams]
+                results += [summary(stream, [r for s, r in turns if s == stream]) for stream in streams]
     return results
 
 
-def run(
-    spark: SparkSession,
-    kafka: Kafka,
-    source: str,
-    trigger: str,
-    batch: str,
-    rate: int,
-    partitions: int,
-    seconds: int,
-) -> tuple[int, list[float]]:
+def run(spark: SparkSession, kafka: Kafka, stream: Stream) -> tuple[int, list[float]]:
     """One query: the rows its sink wrote, and the latencies of those written after the warm-up."""
-    topic = new_topic(kafka, partitions, "bench-latency")
+    topic = new_topic(kafka, stream.partitions, "bench-latency")
     out = Path(tempfile.mkdtemp(prefix="bench-latency-"))
-    query = start(spark, kafka, source, trigger, batch, topic, partitions, out)
+    query = start(spark, kafka, stream, topic, out)
     try:
         time.sleep(WARM_UP_S)  # the consumers join before the records come
         produced_at = time.time()
-        produce(kafka, topic, rate, seconds)
+        produce(kafka, topic, stream.rate, stream.seconds)
         time.sleep(2)  # the last records reach the sink
     finally:
         query.stop()
@@ -94,55 +98,38 @@ def run(
     return len(rows), [latency for written_at, latency in rows if written_at >= steady_from]
 
 
-def summary(
-    source: str,
-    trigger: str,
-    batch: str,
-    rate: int,
-    partitions: int,
-    seconds: int,
-    runs: list[tuple[int, list[float]]],
-) -> dict[str, Any]:
+def summary(stream: Stream, runs: list[tuple[int, list[float]]]) -> dict[str, Any]:
     """The percentiles over every run's latencies, each run's own p99, and the rate each run sustained."""
     steady = sorted(latency for _, latencies in runs for latency in latencies)
-    name = f"latency) {source}, {trigger}" + (f" {batch} batches" if trigger == "real-time" else "")
+    rows = sum(written for written, _ in runs)
     return {
-        "scenario": name,
-        "rate": rate,
-        "partitions": partitions,
+        "scenario": stream.name,
+        "rate": stream.rate,
+        "partitions": stream.partitions,
         "runs": len(runs),
-        "records": sum(rows for rows, _ in runs),
-        "produced": rate * seconds * len(runs),
+        "records": rows,
+        "produced": stream.rate * stream.seconds * len(runs),
         "latency_ms_p50": percentile(steady, 50),
         "latency_ms_p99": percentile(steady, 99),
         "latency_ms_max": steady[-1] if steady else None,
         "latency_ms_p99_per_run": [percentile(sorted(latencies), 99) for _, latencies in runs],
-        "records_per_s": sum(rows for rows, _ in runs) / (seconds * len(runs)),
+        "records_per_s": rows / (stream.seconds * len(runs)),
     }
 
 
-def start(
-    spark: SparkSession,
-    kafka: Kafka,
-    source: str,
-    trigger: str,
-    batch: str,
-    topic: str,
-    partitions: int,
-    out: Path,
-) -> StreamingQuery:
-    reader = read_stream(spark, kafka, source, topic, "bench-latency")
-    if source == "kafka-share":
-        reader = reader.option("kafka.share.parallelism", str(partitions))
-    delivery = "deliveryCount" if source == "kafka-share" else "1 as deliveryCount"
+def start(spark: SparkSession, kafka: Kafka, stream: Stream, topic: str, out: Path) -> StreamingQuery:
+    reader = read_stream(spark, kafka, stream.source, topic, "bench-latency")
+    if stream.source == "kafka-share":
+        reader = reader.option("kafka.share.parallelism", str(stream.partitions))
+    delivery = "deliveryCount" if stream.source == "kafka-share" else "1 as deliveryCount"
     df = reader.load().selectExpr("cast(value as string) value", delivery, "timestamp")
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     writer = df._jdf.writeStream().foreach(jvm.example.sinks.RowFileWriter(str(out), "none", 0))
     writer = writer.option("checkpointLocation", str(out / "checkpoint"))
-    if trigger == "real-time":
+    if stream.trigger == "real-time":
         writer = writer.outputMode("update").trigger(
-            jvm.org.apache.spark.sql.streaming.Trigger.RealTime(batch)
+            jvm.org.apache.spark.sql.streaming.Trigger.RealTime(stream.batch)
         )
     return StreamingQuery(writer.start())
 
