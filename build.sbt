@@ -149,7 +149,10 @@ lazy val connector = project
           .exclude("org.wildfly.openssl", "wildfly-openssl"),
         ("software.amazon.awssdk" % "s3-transfer-manager" % "2.35.4" % Test).excludeAll(providedBySpark: _*))
     },
-    Test / envVars += "MOTO_SERVER" -> ((ThisBuild / baseDirectory).value / ".venv" / "bin" / "moto_server").getAbsolutePath
+    Test / envVars ++= Map(
+      "S3_EMULATOR_PYTHON" -> ((ThisBuild / baseDirectory).value / ".venv" / "bin" / "python").getAbsolutePath,
+      "S3_EMULATOR" -> ((ThisBuild / baseDirectory).value / "integration-tests" / "s3_emulator.py").getAbsolutePath
+    )
   )
 
 // The connector for Spark 3.5, from the same sources, built against Spark 3.5 from Maven Central with

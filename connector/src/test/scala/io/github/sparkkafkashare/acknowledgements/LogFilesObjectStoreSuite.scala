@@ -16,9 +16,10 @@ import org.scalatest.BeforeAndAfterAll
 import org.scalatest.funsuite.AnyFunSuite
 
 /**
- * The records log on S3, through Hadoop's S3A client, against moto's S3 emulator (the virtualenv's
- * `moto_server`, which this suite starts on a free loopback port). There a file appears whole as its
- * stream closes, and a slot file is written in place: of writers that create one slot file at the
+ * The records log on S3, through Hadoop's S3A client, against moto's S3 emulator
+ * (integration-tests/s3_emulator.py, which this suite starts on a free loopback port; it serves one
+ * request at a time, so that a conditional write is one step, as on S3). There a file appears whole as
+ * its stream closes, and a slot file is written in place: of writers that create one slot file at the
  * same moment, exactly one's file lands and every writer takes its records, by S3's conditional write
  * (`If-None-Match`), where S3A's check as the stream opens let two writers that opened together both win.
  */
@@ -33,10 +34,11 @@ class LogFilesObjectStoreSuite extends AnyFunSuite with BeforeAndAfterAll {
   private var moto: Process = _
 
   override def beforeAll(): Unit = {
-    val server = sys.env.getOrElse("MOTO_SERVER", "moto_server")
-    assert(Files.isExecutable(LocalPath.of(server)), s"$server not found: run `make venv`, which installs moto")
+    val python = sys.env.getOrElse("S3_EMULATOR_PYTHON", "python3")
+    val server = sys.env.getOrElse("S3_EMULATOR", "integration-tests/s3_emulator.py")
+    assert(Files.isExecutable(LocalPath.of(python)), s"$python not found: run `make venv`, which installs moto")
     val log = Files.createTempFile("moto", ".log").toFile
-    moto = new ProcessBuilder(server, "-H", "127.0.0.1", "-p", port.toString).redirectErrorStream(true)
+    moto = new ProcessBuilder(python, server, "-H", "127.0.0.1", "-p", port.toString).redirectErrorStream(true)
       .redirectOutput(log).start()
     val http = HttpClient.newHttpClient()
     val createBucket = HttpRequest.newBuilder(URI.create(s"http://127.0.0.1:$port/$bucket"))
