@@ -40,7 +40,7 @@ help:
 	@echo "                 releases: Kafka 4.1's refusal, Kafka 4.4's dead-letter queues (~8 min)"
 	@echo "make test-cluster the faults of a three-node Kafka cluster during drains (~20 min)"
 	@echo "make test-compat the compatibility subset on Spark 3.5, 4.0, 4.1, 4.2, 4.3 and Kafka 4.1 to 4.4"
-	@echo "make test-compat-oldest the compatibility subset on Spark 3.5 with Scala 2.12 only (CI runs it)"
+	@echo "make test-compat-oldest the compatibility subset on Spark 3.5 with Scala 2.12 only (make test runs it)"
 	@echo "make publish-local a Maven repository of the connector in target/maven-repo; make test-packages uses it"
 	@echo "make test-packages spark-submit --packages from target/maven-repo, beside Spark's own kafka source"
 	@echo "make lint        scalafmt, ruff and mypy checks (make test runs them first)"
@@ -152,7 +152,7 @@ publish-local: $(VENV)/.installed
 test-packages: publish-local kafka-up
 	PYTHONPATH=python $(VENV)/bin/pytest -m packages integration-tests/test_maven_packages.py
 
-# CI's share of it: the subset on the oldest supported line, Spark 3.5 with Scala 2.12.
+# The subset on the oldest supported line, Spark 3.5 with Scala 2.12: make test runs it beside pytest.
 test-compat-oldest: $(WHEEL) kafka-up
 	COMPAT_PYSPARK=3.5.9 COMPAT_SCALA213= COMPAT_BROKERS= COMPAT_NEWER_JDK= dev/compat/run
 
@@ -169,22 +169,27 @@ test-cluster: $(JAR) kafka-up
 fault-matrix: $(JAR) kafka-up
 	PYTHONPATH=python $(VENV)/bin/pytest integration-tests/test_fault_matrix.py integration-tests/test_standalone_cluster.py
 
-# ScalaTest runs beside pytest, against its own broker: its broker suites mostly wait out lock and poll
-# windows (about 2 minutes of CPU in 8), so the two share 2 cores at little cost; at a lower CPU
-# priority, since pytest is the longer of the two. Its output goes to target/test-scala.log, shown once
-# pytest has ended: whole if a suite failed, then its failed cases with their messages (the end of the
-# output is what a CI log shows first), else its summary.
+# Beside pytest, at a lower CPU priority (pytest is the longer): ScalaTest against a broker of its own,
+# then the compatibility subset on Spark 3.5 (test-compat-oldest) against a fresh one on the same port,
+# which pytest's broker restarts do not touch. Both mostly wait on lock and poll windows, so they share
+# the 2 cores at little cost. Their output goes to target/test-scala.log and
+# target/test-compat-oldest.log, shown once pytest has ended: whole if they failed (ScalaTest's failed
+# cases then last: the end of a CI log is what shows first), else their summaries.
 test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	@mkdir -p target
-	@echo "make test: ScalaTest runs beside pytest; its output goes to target/test-scala.log"
-	@nice -n 10 $(MAKE) --no-print-directory test-scala > target/test-scala.log 2>&1 & scala=$$!; \
+	@echo "make test: ScalaTest, then Spark 3.5's compatibility subset, run beside pytest (target/test-scala.log, target/test-compat-oldest.log)"
+	@nice -n 10 sh -c '$(MAKE) --no-print-directory test-scala > target/test-scala.log 2>&1; scala=$$?; \
+	  $(SCALA_KAFKA) $(MAKE) --no-print-directory test-compat-oldest > target/test-compat-oldest.log 2>&1; compat=$$?; \
+	  $(SCALA_KAFKA) dev/kafka-local/kafka-local stop > /dev/null 2>&1; \
+	  exit $$(( (scala != 0) + 2 * (compat != 0) ))' & beside=$$!; \
 	$(PYTEST_OF_MAKE_TEST); pytest=$$?; \
-	wait $$scala; scala=$$?; \
-	if [ $$scala -ne 0 ]; then cat target/test-scala.log; \
+	wait $$beside; beside=$$?; \
+	if [ $$(( beside & 2 )) -ne 0 ]; then cat target/test-compat-oldest.log; else tail -4 target/test-compat-oldest.log; fi; \
+	if [ $$(( beside & 1 )) -ne 0 ]; then cat target/test-scala.log; \
 	  echo "ScalaTest's failed cases (target/test-scala.log):"; \
 	  grep -E -A4 '\*\*\* (FAILED|ABORTED) \*\*\*' target/test-scala.log | grep -E '^\[info\]|^--'; \
 	else grep -E '^\[info\] (Run completed|Tests: |All tests passed)' target/test-scala.log; fi; \
-	[ $$pytest -eq 0 ] && [ $$scala -eq 0 ]
+	[ $$pytest -eq 0 ] && [ $$beside -eq 0 ]
 
 # Formats the Scala sources (.scalafmt.conf) and the Python ones, as make lint checks them.
 format: $(VENV)/.installed

@@ -120,7 +120,11 @@ def test_more_consumers_than_partitions_share_each_batch(
     assert max(len(batch) for batch in per_slot.values()) == 4, per_slot
 
 
-@pytest.mark.parametrize("change", ["partitions-added", "lock-limit-raised"])
+# partitions-added is extended: the consumers follow the basis of their poll size as lock-limit-raised
+# shows, and test_lifecycle reads partitions added to a running query's topic.
+@pytest.mark.parametrize(
+    "change", [pytest.param("partitions-added", marks=pytest.mark.extended), "lock-limit-raised"]
+)
 def test_poll_sizes_follow_the_partitions_and_the_lock_limit_while_the_query_runs(
     spark: SparkSession, kafka: KafkaCluster, group: str, change: str
 ) -> None:
