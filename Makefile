@@ -171,10 +171,10 @@ fault-matrix: $(JAR) kafka-up
 
 # Beside pytest, at a lower CPU priority (pytest is the longer): ScalaTest against a broker of its own,
 # then the compatibility subset on Spark 3.5 (test-compat-oldest) against a fresh one on the same port,
-# which pytest's broker restarts do not touch. Both mostly wait on lock and poll windows, so they share
-# the 2 cores at little cost. Their output goes to target/test-scala.log and
-# target/test-compat-oldest.log, shown once pytest has ended: whole if they failed (ScalaTest's failed
-# cases then last: the end of a CI log is what shows first), else their summaries.
+# which pytest's broker restarts do not touch. ScalaTest mostly waits out lock and poll windows and the
+# subset is 31 short queries, so they cost pytest little of the 2 cores. Their output goes to
+# target/test-scala.log and target/test-compat-oldest.log, shown once pytest has ended: whole if they
+# failed (ScalaTest's failed cases then last: the end of a CI log is what shows first), else summaries.
 test: $(JAR) $(WHEEL) $(WHEELHOUSE)/.done kafka-up lint
 	@mkdir -p target
 	@echo "make test: ScalaTest, then Spark 3.5's compatibility subset, run beside pytest (target/test-scala.log, target/test-compat-oldest.log)"
