@@ -64,6 +64,9 @@ private[sparkkafkashare] object KafkaShareErrors {
   def delegationTokenMechanism(cluster: String, mechanism: String): KafkaShareIllegalArgumentException =
     invalid("KAFKA_SHARE_DELEGATION_TOKEN_MECHANISM", "cluster" -> cluster, "mechanism" -> mechanism)
 
+  def delegationTokenGone(servers: String): KafkaShareIllegalArgumentException =
+    invalid("KAFKA_SHARE_DELEGATION_TOKEN_GONE", "servers" -> servers)
+
   def acknowledgeNeedsExplicitMode(option: String): KafkaShareUnsupportedOperationException =
     unsupported("KAFKA_SHARE_ACKNOWLEDGE_NEEDS_EXPLICIT_MODE", "option" -> option)
 

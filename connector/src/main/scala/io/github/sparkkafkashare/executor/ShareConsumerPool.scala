@@ -164,7 +164,7 @@ private[sparkkafkashare] object ShareConsumerPool extends Logging {
     } else if (slot.config.get(pollSize) == config.get(pollSize)) {
       // The settings hold secrets: name only what changed.
       logInfo(
-        s"Slot ${slot.key.slot}: replacing its consumer, whose settings changed (a new Kafka delegation token, say)."
+        s"Slot ${slot.key.slot}: replacing its consumer, whose settings changed."
       )
     } else {
       logInfo(

@@ -24,8 +24,8 @@ private[executor] final class SlotTask(
 ) {
   val here: String = ExecutorLocality.currentExecutor()
 
-  // The driver's settings, and a login with the Kafka delegation token Spark holds in this JVM now:
-  // a consumer created with an older token differs, so readyToPoll replaces it.
+  // The driver's settings, and a login with Spark's Kafka delegation token if this JVM holds one
+  // (each login reads the newest token, so a token Spark obtains anew leaves the settings alone).
   private val config: java.util.Map[String, Object] = {
     val settings = partition.consumerConfig
     val clientId = settings(ConsumerConfig.CLIENT_ID_CONFIG) + "-" + partition.slot

@@ -14,40 +14,20 @@ import org.apache.kafka.common.errors.{RetriableException, UnknownTopicOrPartiti
 import org.apache.spark.internal.Logging
 
 /**
- * The driver's Kafka Admin client and how [[ShareGroupAdmin]] waits for its calls: the client is
- * created anew when Spark obtains a new delegation token, every call is bounded by
+ * The driver's Kafka Admin client and how [[ShareGroupAdmin]] waits for its calls: every call is bounded by
  * `kafka.default.api.timeout.ms`, and a call that gets no answer in time, or a retriable error, throws
  * `KAFKA_SHARE_BROKER_UNREACHABLE`. It counts the calls answered and the time spent waiting.
  */
 private[planning] final class AdminCalls(val connection: KafkaConnection) extends AutoCloseable with Logging {
   import AdminCalls._
 
-  // The client and the Spark delegation token it logs in with; replaced when Spark obtains a new token.
-  @volatile private var client: (Option[SparkKafkaToken], Admin) = {
-    val token = SparkKafkaToken.current(connection.bootstrapServers)
-    (token, newAdmin(token))
-  }
-
-  private def newAdmin(token: Option[SparkKafkaToken]): Admin =
-    try Admin.create(adminConfig(connection, token))
+  /** The Admin client; with Spark's delegation token it logs in with the newest at each login. */
+  val admin: Admin =
+    try Admin.create(adminConfig(connection))
     catch {
       // Kafka says only "Failed to create new KafkaAdminClient"; the cause (a login module, say) is what helps.
       case e: KafkaException => throw KafkaShareErrors.clientNotCreated("Admin client", connection.groupId, e)
     }
-
-  /** The Admin client, created anew with the token Spark holds now if it is not the one in use. */
-  def admin: Admin = synchronized {
-    val token = SparkKafkaToken.current(connection.bootstrapServers)
-    if (token != client._1) {
-      logInfo(
-        s"Creating a new Admin client: the Spark delegation token for Kafka changed to ${token.getOrElse("none")}."
-      )
-      val old = client._2
-      client = (token, newAdmin(token))
-      old.close(java.time.Duration.ofSeconds(5))
-    }
-    client._2
-  }
   private val answered = new AtomicLong()
   private val waitedNanos = new AtomicLong()
 
@@ -60,7 +40,7 @@ private[planning] final class AdminCalls(val connection: KafkaConnection) extend
   private def unreachable(action: String, cause: Throwable) =
     KafkaShareErrors.brokerUnreachable(connection.bootstrapServers, connection.apiTimeoutMs, action, cause)
 
-  override def close(): Unit = client._2.close(java.time.Duration.ofSeconds(5))
+  override def close(): Unit = admin.close(java.time.Duration.ofSeconds(5))
 
   /** [[await]], with None for a topic or partition that does not exist (a topic deleted, or not created yet). */
   def awaitIfExists[T](action: String, future: KafkaFuture[T]): Option[T] =
@@ -89,14 +69,15 @@ private[planning] final class AdminCalls(val connection: KafkaConnection) extend
 private[planning] object AdminCalls {
 
   /** The pass-through settings an Admin client knows (security, timeouts), so it logs no unknown-config noise. */
-  def adminConfig(connection: KafkaConnection, token: Option[SparkKafkaToken]): java.util.Map[String, Object] = {
+  def adminConfig(connection: KafkaConnection): java.util.Map[String, Object] = {
     val known = AdminClientConfig.configNames().asScala
-    val config = SparkKafkaToken.withLogin(connection.clientSettings(known.contains), token) ++ Map(
-      AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
-      AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> connection.apiTimeoutMs.toString,
-      AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(connection.apiTimeoutMs, 30000L).toString,
-      AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${connection.groupId}"
-    )
+    val config =
+      SparkKafkaToken.withCurrentLogin(connection.clientSettings(known.contains), connection.bootstrapServers) ++ Map(
+        AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG -> connection.bootstrapServers,
+        AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG -> connection.apiTimeoutMs.toString,
+        AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG -> math.min(connection.apiTimeoutMs, 30000L).toString,
+        AdminClientConfig.CLIENT_ID_CONFIG -> s"kafka-share-admin-${connection.groupId}"
+      )
     config.asJava.asInstanceOf[java.util.Map[String, Object]]
   }
 }

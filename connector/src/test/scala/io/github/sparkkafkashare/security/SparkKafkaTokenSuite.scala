@@ -3,13 +3,14 @@ package io.github.sparkkafkashare.security
 import java.nio.charset.StandardCharsets.UTF_8
 import java.security.PrivilegedExceptionAction
 import java.util.Base64
+import javax.security.auth.callback.{NameCallback, PasswordCallback}
 
 import io.github.sparkkafkashare.errors.KafkaShareIllegalArgumentException
 import org.apache.hadoop.io.Text
 import org.apache.hadoop.security.{Credentials, UserGroupInformation}
 import org.apache.hadoop.security.token.{Token, TokenIdentifier}
 import org.apache.kafka.common.config.SaslConfigs
-import org.apache.kafka.common.security.scram.ScramLoginModule
+import org.apache.kafka.common.security.scram.{ScramExtensionsCallback, ScramLoginModule}
 import org.apache.spark.SparkConf
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -20,8 +21,13 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
   private val Hmac = Array[Byte](1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
   private val HmacBase64 = Base64.getEncoder.encodeToString(Hmac)
 
-  private def token(id: String, hmac: Array[Byte]): Token[TokenIdentifier] =
-    new Token[TokenIdentifier](id.getBytes(UTF_8), hmac, new Text("KAFKA_DELEGATION_TOKEN"), new Text("kafka"))
+  /** A token as Spark's Kafka provider stores it: the HMAC in base64 as its password. */
+  private def token(id: String, hmac: Array[Byte]): Token[TokenIdentifier] = new Token[TokenIdentifier](
+    id.getBytes(UTF_8),
+    Base64.getEncoder.encodeToString(hmac).getBytes(UTF_8),
+    new Text("KAFKA_DELEGATION_TOKEN"),
+    new Text("kafka")
+  )
 
   private def credentials(clusters: String*): Credentials = {
     val c = new Credentials()
@@ -43,7 +49,7 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
   private def login(settings: Map[String, String], token: Option[SparkKafkaToken]) =
     SparkKafkaToken.withLogin(settings, token, globalJaas = false)
 
-  test("a token of the matched cluster, from the current user's credentials, sets the JAAS login and SCRAM") {
+  test("a token of the matched cluster, from the current user's credentials, sets a SCRAM token login") {
     val ugi = UserGroupInformation.createRemoteUser("executor")
     ugi.addToken(SparkKafkaToken.alias("a"), token(TokenId, Hmac))
     val found = ugi.doAs(new PrivilegedExceptionAction[Option[SparkKafkaToken]] {
@@ -52,9 +58,10 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
     })
     assert(found.map(_.tokenId).contains(TokenId))
     val settings = login(Map("bootstrap.servers" -> Servers), found)
-    assert(settings(SaslConfigs.SASL_JAAS_CONFIG) ==
-      s"""${classOf[ScramLoginModule].getName} required tokenauth=true username="$TokenId" password="$HmacBase64";""")
+    assert(settings(SaslConfigs.SASL_JAAS_CONFIG) == s"${classOf[ScramLoginModule].getName} required tokenauth=true;")
+    assert(settings(SaslConfigs.SASL_CLIENT_CALLBACK_HANDLER_CLASS) == classOf[SparkKafkaTokenCallbackHandler].getName)
     assert(settings(SaslConfigs.SASL_MECHANISM) == "SCRAM-SHA-512")
+    assert(!settings.values.exists(_.contains(HmacBase64)), "no setting holds the token's password")
     assert(settings("security.protocol") == "SASL_SSL")
   }
 
@@ -86,10 +93,12 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
     assert(SparkKafkaToken.find(Servers, c, credentials("a")).map(_.clusterId).contains("a"))
   }
 
-  test("the user's own sasl.jaas.config wins, and so does a global JAAS KafkaClient entry") {
+  test("the user's own sasl.jaas.config or client callback handler wins, and so does a global JAAS entry") {
     val found = SparkKafkaToken.find(Servers, conf(clusterA: _*), credentials("a"))
     val own = Map(SaslConfigs.SASL_JAAS_CONFIG -> "mine", SaslConfigs.SASL_MECHANISM -> "PLAIN")
     assert(login(own, found) == own)
+    val handler = Map(SaslConfigs.SASL_CLIENT_CALLBACK_HANDLER_CLASS -> "com.example.Handler")
+    assert(login(handler, found) == handler)
     assert(SparkKafkaToken.withLogin(Map("a" -> "b"), found, globalJaas = true) == Map("a" -> "b"))
   }
 
@@ -115,14 +124,37 @@ class SparkKafkaTokenSuite extends AnyFunSuite {
     assert(!e.getMessage.contains(HmacBase64))
   }
 
-  test("the HMAC is never in toString, and a renewed token differs") {
+  test("the HMAC is never in toString") {
     val found = SparkKafkaToken.find(Servers, conf(clusterA: _*), credentials("a")).get
     assert(!found.toString.contains(HmacBase64))
     assert(found.toString.contains("redacted"))
-    val renewed = new Credentials()
-    renewed.addToken(SparkKafkaToken.alias("a"), token("tok-new", Array[Byte](9, 9, 9)))
-    val next = SparkKafkaToken.find(Servers, conf(clusterA: _*), renewed).get
-    assert(next != found)
-    assert(login(Map.empty, Some(next)) != login(Map.empty, Some(found)))
   }
+
+  /** What the handler answers to one SCRAM login, as Kafka's SCRAM client asks: name, extensions, password. */
+  private def scramLogin(handler: SparkKafkaTokenCallbackHandler): (String, String, java.util.Map[String, String]) = {
+    val name = new NameCallback("Name:")
+    val extensions = new ScramExtensionsCallback()
+    val password = new PasswordCallback("Password:", false)
+    Seq(name, extensions, password).foreach(c => handler.handle(Array(c)))
+    (name.getName, new String(password.getPassword), extensions.extensions())
+  }
+
+  test("each login answers with the token Spark holds then: a re-authentication after a renewal uses the new one") {
+    var held = credentials("a")
+    val handler = new SparkKafkaTokenCallbackHandler(servers => SparkKafkaToken.find(servers, conf(clusterA: _*), held))
+    handler.configure(java.util.Map.of("bootstrap.servers", java.util.List.of("broker1:9093")), "SCRAM-SHA-512", null)
+    assert(scramLogin(handler) == ((TokenId, HmacBase64, java.util.Map.of("tokenauth", "true"))))
+    held = new Credentials()
+    held.addToken(SparkKafkaToken.alias("a"), token("tok-new", Array[Byte](9, 9, 9)))
+    assert(scramLogin(handler) == ((
+      "tok-new",
+      Base64.getEncoder.encodeToString(Array[Byte](9, 9, 9)),
+      java.util.Map.of("tokenauth", "true")
+    )))
+    held = new Credentials()
+    val e = intercept[KafkaShareIllegalArgumentException](scramLogin(handler))
+    assert(e.condition == "KAFKA_SHARE_DELEGATION_TOKEN_GONE")
+    assert(e.getMessage.contains("broker1:9093"))
+  }
+
 }
