@@ -1,10 +1,7 @@
-"""Executors that log in with the Kafka delegation token Spark ships them, with no keytab and no
-login settings of their own (issue 76). A broker of this module's own, on other ports than the
-shared one, with delegation tokens enabled, GSSAPI and SCRAM on its SASL listener; a KDC of its own.
-
-Spark's token manager runs only under YARN and Kubernetes, so the driver of jobs/token_drain.py gets
-a real token from the broker over GSSAPI and hands it to Spark's scheduler backend, which ships it
-to the executors as it ships the tokens its manager obtains."""
+"""A query whose only login is the Kafka delegation token Spark obtains (issue 76), through a token
+Spark's manager replaces before it expires. A broker of this module's own, on other ports than the
+shared one, with delegation tokens that expire after 15 s and sessions that must log in again every
+5 s, GSSAPI and SCRAM on its SASL listener; a KDC of its own. jobs/token_drain.py runs the query."""
 
 from __future__ import annotations
 
@@ -12,8 +9,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -25,6 +24,7 @@ from expectations import assert_every_record_once
 KDC_LOCAL = REPO / "dev" / "kdc-local" / "kdc-local"
 STATE = REPO / "target" / "spark-tokens"
 KDC_DIR = STATE / "kdc"
+TOKEN_LIFETIME_S = 15
 PORT = 19292  # the shared broker's ports stay untouched
 PLAINTEXT = f"localhost:{PORT}"
 SASL = f"localhost:{PORT + 5}"  # dev/kafka-local's KERBEROS listener, with SCRAM added below
@@ -39,6 +39,10 @@ BROKER_ENV = {
             "listener.name.kerberos.sasl.enabled.mechanisms=GSSAPI,SCRAM-SHA-512",
             "listener.name.kerberos.scram-sha-512.sasl.jaas.config="
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            # A token outlives few batches, and a session none: a client must log in with the newest.
+            f"delegation.token.expiry.time.ms={TOKEN_LIFETIME_S * 1000}",
+            "delegation.token.expiry.check.interval.ms=1000",
+            "connections.max.reauth.ms=5000",
         ]
     ),
 }
@@ -60,23 +64,84 @@ def token_broker(spark: SparkSession) -> Iterator[KafkaCluster]:
         subprocess.run([str(KDC_LOCAL), "stop"], check=True, timeout=120, env=kdc_env)
 
 
+def tokens_held(out: Path) -> list[dict[str, Any]]:
+    """The job's tokens.json: the tokens the driver held, each with those the broker held then."""
+    path = out / "tokens.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def tail(log: Path, lines: int = 30) -> str:
+    return "\n".join(log.read_text().splitlines()[-lines:])
+
+
 @pytest.mark.extended
-def test_executors_log_in_with_the_token_spark_ships(token_broker: KafkaCluster, tmp_path: Path) -> None:
-    expected = values(300)
-    topic = token_broker.topic_with(expected, partitions=2)
+@pytest.mark.parametrize(
+    "master",
+    [
+        pytest.param("local-cluster-with-token-manager[2,1,1024]", id="executors-in-own-jvms"),
+        pytest.param("local[2]", id="local-mode"),
+    ],
+)
+def test_a_query_logs_in_with_the_tokens_spark_obtains(
+    token_broker: KafkaCluster, master: str, tmp_path: Path
+) -> None:
+    first, second = values(200, "a"), values(200, "b")
+    topic = token_broker.topic_with(first, partitions=2)
     group = f"g-token-{tmp_path.name[-8:]}"
+    out = tmp_path / "out"
     command = [
         sys.executable,
         str(TOKEN_DRAIN),
-        *("--bootstrap", SASL, "--topic", topic, "--group", group, "--expected", str(len(expected))),
-        *("--jar", JAR, "--kdc-dir", str(KDC_DIR), "--out", str(tmp_path)),
+        *("--master", master, "--bootstrap", SASL, "--topic", topic, "--group", group),
+        *(
+            "--expected",
+            str(len(first) + len(second)),
+            "--jar",
+            JAR,
+            "--kdc-dir",
+            str(KDC_DIR),
+            "--out",
+            str(out),
+        ),
     ]
     python_path = os.pathsep.join(p for p in (str(REPO / "python"), os.environ.get("PYTHONPATH")) if p)
-    subprocess.run(command, check=True, timeout=420, env={**os.environ, "PYTHONPATH": python_path})
+    out.mkdir()
+    driver_log = (out / "driver.log").open("w")
+    job = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": python_path}, stderr=driver_log)
+    try:
+        # The second half is produced once the first token has expired: only a newer one reads it.
+        deadline = time.monotonic() + 180
+        while len(tokens_held(out)) < 3 and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(1)
+        tokens = tokens_held(out)
+        assert len(tokens) >= 3, (
+            f"Spark obtained {len(tokens)} Kafka tokens, not a new one before each expired"
+        )
+        assert tokens[0]["id"] not in tokens[2]["live_on_broker"], "the first token had not expired"
+        token_broker.produce(topic, second)
+        assert job.wait(timeout=300) == 0, f"the job failed: {tail(out / 'driver.log')}"
+    finally:
+        if job.poll() is None:
+            job.kill()
+        driver_log.close()
 
-    assert (tmp_path / "token-id").read_text()
-    assert json.loads((tmp_path / "executors.json").read_text()) == 3, "the driver and two executors"
-    got = json.loads((tmp_path / "values.json").read_text())
+    wanted = 3 if master.startswith("local-cluster") else 1
+    assert json.loads((out / "executors.json").read_text()) == wanted, "JVMs: the driver and its executors"
+    # Each client logs in with the newest token before its session ends, never with an expired one.
+    logs = [out / "driver.log", *(out / "executor-work").rglob("stderr")]
+    refused = [
+        line
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "failed authentication" in line.lower()
+    ]
+    assert not refused, f"clients were refused a login: {refused[:3]}"
+    got = json.loads((out / "values.json").read_text())
     assert_every_record_once(
-        expected, got, kafka=token_broker, group=group, topic=topic, context="read with Spark's Kafka token"
+        first + second,
+        got,
+        kafka=token_broker,
+        group=group,
+        topic=topic,
+        context="read with Spark's Kafka tokens",
     )

@@ -9,7 +9,7 @@ batch's query execution (`last-execution.txt`, if a batch ran), its last and rec
 (`progress.json`), its checkpoint, and `outcome.json`: the rows read and the query's error, if any.
 
 A run with `"token": "real"` reads with a Kafka delegation token that the driver obtains over GSSAPI
-(jobs/token_drain.py) and Spark ships to the executors; `"token": "bogus"` ships one of the same id
+(jobs/kafka_tokens.py) and Spark ships to the executors; `"token": "bogus"` ships one of the same id
 with a random HMAC, which the broker refuses. Both HMACs (base64) go to `--secrets-out`, outside the
 audited directory. Once the application stopped, the executors' stdout and stderr files are moved
 from local-cluster's worker directories (`SPARK_HOME/work/<application id>`) to
@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kafka_tokens import obtain_token, ship_token
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
-from token_drain import obtain_token, ship_token
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--plan", required=True, help="a JSON file: {'runs': [{name, options, token?}]}")

@@ -1,83 +1,72 @@
-"""Drains a topic with kafka-share on executors in JVMs of their own (local-cluster) that hold no
-keytab and no login settings: they log in with the Kafka delegation token Spark ships them
-(test_spark_tokens.py).
+"""Reads a topic with kafka-share whose only login is the Kafka delegation token Spark obtains
+(test_spark_tokens.py): no login options, no JAAS file, no keytab or Kerberos settings on the executors.
 
-Spark's token manager runs only under YARN and Kubernetes (local-cluster's scheduler backend
-creates none), so the driver gets a real token itself: it asks the broker for one with Kafka's Admin
-API over GSSAPI, from a keytab only the driver has, and hands it to Spark's scheduler backend
-(`updateDelegationTokens`), which puts it in the driver's credentials and ships it to every executor
-as Spark's token manager would, under Spark's alias `kafka.server.delegation.token.<cluster>`.
-Writes the values read to `<out>/values.json`, the token's id to `<out>/token-id`.
+Spark's own token manager obtains the token, with Spark's Kafka token provider
+(spark-token-provider-kafka, as a user adds it), logging in with the driver's keytab
+(`spark.kerberos.keytab`), and obtains a new one before each expires. Spark 4.3's local mode runs that
+manager; executors in JVMs of their own get it from `local-cluster-with-token-manager[...]`
+(jvm-helpers' LocalClusterWithTokenManager: Spark's local-cluster with the manager YARN's scheduler
+backend starts). Every JVM knows the realm (krb5.conf), as on a Kerberized cluster's nodes.
+
+The query runs until it has read `--expected` records or `--timeout` passes. Writes the values read to
+`<out>/values.json`, the number of JVMs (driver and executors) to `<out>/executors.json`,
+`<out>/tokens.json`: the tokens the driver held, in order, each with the ids of the tokens the broker
+held when the driver first had it, and the executors' logs to `<out>/executor-work/`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
+from drain_topic import sbt_project_jars
+from kafka_tokens import live_token_ids
 from pyspark.sql import SparkSession
+from secrets_audit import copy_executor_files
 
-SHADED = "io.github.sparkkafkashare.shaded.kafka"
 CLUSTER = "local"
+PRINCIPAL = "alice@EXAMPLE.COM"
 
 parser = argparse.ArgumentParser()
+parser.add_argument("--master", required=True, help="local[N] or local-cluster-with-token-manager[N,C,M]")
 parser.add_argument("--bootstrap", required=True, help="the SASL listener with GSSAPI and SCRAM")
 parser.add_argument("--topic", required=True)
 parser.add_argument("--group", required=True)
 parser.add_argument("--expected", type=int, required=True)
+parser.add_argument("--timeout", type=float, default=240, help="seconds")
 parser.add_argument("--jar", required=True)
 parser.add_argument("--kdc-dir", required=True)
 parser.add_argument("--out", required=True)
 parser.add_argument("--conf", action="append", default=[], help="key=value, another Spark conf")
 
-
-def obtain_token(spark: SparkSession, bootstrap: str, kdc: Path) -> tuple[str, bytes]:
-    """A delegation token for alice, from the broker over GSSAPI (the driver's keytab)."""
-    jvm = spark.sparkContext._jvm
-    jvm.java.lang.System.setProperty("java.security.krb5.conf", str(kdc / "krb5.conf"))
-    props = jvm.java.util.Properties()
-    login = "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true"
-    login += f' keyTab="{kdc / "kafka.keytab"}" principal="alice@EXAMPLE.COM";'
-    for key, value in {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "GSSAPI",
-        "sasl.kerberos.service.name": "kafka",
-        "sasl.jaas.config": login,
-    }.items():
-        props.setProperty(key, value)
-    admin = getattr(jvm, SHADED).clients.admin.Admin.create(props)
-    try:
-        token = admin.createDelegationToken().delegationToken().get()
-        return token.tokenInfo().tokenId(), bytes(token.hmac())
-    finally:
-        admin.close()
+CORE_SITE = """<?xml version="1.0"?>
+<configuration>
+  <property><name>hadoop.security.authentication</name><value>kerberos</value></property>
+</configuration>
+"""
 
 
-def ship_token(spark: SparkSession, token_id: str, hmac: bytes) -> None:
-    """The token into Spark's credentials, as Spark's Kafka token provider leaves it."""
-    jvm = spark.sparkContext._jvm
-    text = jvm.org.apache.hadoop.io.Text
-    token = jvm.org.apache.hadoop.security.token.Token(
-        bytearray(token_id.encode()), bytearray(hmac), text("KAFKA_DELEGATION_TOKEN"), text("kafka")
-    )
-    credentials = jvm.org.apache.hadoop.security.Credentials()
-    credentials.addToken(text(f"kafka.server.delegation.token.{CLUSTER}"), token)
-    serialized = jvm.org.apache.spark.deploy.SparkHadoopUtil.get().serialize(credentials)
-    spark.sparkContext._jsc.sc().schedulerBackend().updateDelegationTokens(serialized)
-
-
-def main() -> None:
-    args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def session(args: argparse.Namespace, out: Path) -> SparkSession:
+    """A Kerberos-secured Spark application, as on YARN: Hadoop's security on, the driver's keytab."""
+    kdc = Path(args.kdc_dir)
+    hadoop_conf = out / "hadoop-conf"
+    hadoop_conf.mkdir(exist_ok=True)
+    (hadoop_conf / "core-site.xml").write_text(CORE_SITE)
+    os.environ["HADOOP_CONF_DIR"] = str(hadoop_conf)  # on the classpath of every JVM spark-submit starts
+    jars = [args.jar, *sbt_project_jars("sparkKafkaSource", "spark-sql-kafka-0-10_")]  # the token provider
+    jars += sbt_project_jars("jvmHelpers", "jvm-helpers-")
     builder = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
+        SparkSession.builder.master(args.master)
         .appName("kafka-share-spark-token")
-        .config("spark.jars", args.jar)
+        .config("spark.jars", ",".join(jars))
         .config("spark.ui.enabled", "false")
+        .config("spark.driver.extraJavaOptions", f"-Djava.security.krb5.conf={kdc / 'krb5.conf'}")
+        .config("spark.executor.extraJavaOptions", f"-Djava.security.krb5.conf={kdc / 'krb5.conf'}")
+        .config("spark.kerberos.principal", PRINCIPAL)
+        .config("spark.kerberos.keytab", str(kdc / "kafka.keytab"))
         .config(f"spark.kafka.clusters.{CLUSTER}.auth.bootstrap.servers", args.bootstrap)
         .config(f"spark.kafka.clusters.{CLUSTER}.target.bootstrap.servers.regex", args.bootstrap)
         .config(f"spark.kafka.clusters.{CLUSTER}.security.protocol", "SASL_PLAINTEXT")
@@ -85,15 +74,28 @@ def main() -> None:
     )
     for pair in args.conf:
         builder = builder.config(*pair.split("=", 1))
-    spark = builder.getOrCreate()
-    token_id, hmac = obtain_token(spark, args.bootstrap, Path(args.kdc_dir))
-    (out / "token-id").write_text(token_id)
-    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    return builder.getOrCreate()
+
+
+def token_id(spark: SparkSession) -> str | None:
+    """The id of the Kafka token in the driver's credentials, as Spark's provider stores it."""
+    jvm = spark.sparkContext._jvm
+    credentials = jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getCredentials()
+    token = credentials.getToken(jvm.org.apache.hadoop.io.Text(f"kafka.server.delegation.token.{CLUSTER}"))
+    return None if token is None else bytes(token.getIdentifier()).decode()
+
+
+def main() -> None:
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    spark = session(args, out)
+    jvms = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    wanted = 3 if args.master.startswith("local-cluster") else 1  # the driver and both executors
     deadline = time.monotonic() + 120
-    while status.size() < 3 and time.monotonic() < deadline:  # the driver and both executors
+    while jvms().size() < wanted and time.monotonic() < deadline:
         time.sleep(0.5)
-        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
-    ship_token(spark, token_id, hmac)
+    (out / "executors.json").write_text(json.dumps(jvms().size()))
 
     # Only the servers and the group: the login comes from the token.
     df = (
@@ -114,14 +116,32 @@ def main() -> None:
     query = (
         df.writeStream.foreachBatch(write)
         .option("checkpointLocation", str(out / "checkpoint"))
-        .trigger(availableNow=True)
+        .trigger(processingTime="1 second")
         .start()
     )
-    query.awaitTermination(240)
-    query.stop()
-    (out / "values.json").write_text(json.dumps(got))
-    (out / "executors.json").write_text(json.dumps(status.size()))
-    spark.stop()
+    tokens: list[dict[str, object]] = []
+    deadline = time.monotonic() + args.timeout
+    try:
+        while len(got) < args.expected and query.isActive and time.monotonic() < deadline:
+            current = token_id(spark)
+            if current and current not in [t["id"] for t in tokens]:
+                live = live_token_ids(spark, args.bootstrap, Path(args.kdc_dir))
+                tokens.append({"id": current, "live_on_broker": live})
+                (out / "tokens.json.tmp").write_text(json.dumps(tokens))
+                os.replace(out / "tokens.json.tmp", out / "tokens.json")  # whole, for the test reading it
+            time.sleep(0.5)
+        time.sleep(2)  # a record read twice shows in a batch after the last expected one
+    finally:
+        query.stop()
+        failure = query.exception()
+        (out / "values.json").write_text(json.dumps(got))
+        spark_home = Path(str(spark.sparkContext._jvm.java.lang.System.getenv("SPARK_HOME")))
+        work = spark_home / "work" / spark.sparkContext.applicationId
+        spark.stop()
+        if work.exists():  # local-cluster's executors
+            copy_executor_files(work, out)
+    if failure:
+        raise SystemExit(f"the query failed: {failure}")
 
 
 if __name__ == "__main__":
