@@ -493,18 +493,18 @@ def local_broker(
 
 def broker_beside(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[str]:
     """A broker with share.version=1 on free ports beside the tests' broker, for a module fixture to
-    yield from; `settings` are kafka-local's (`KAFKA_BROKER_VERSION`, say)."""
+    yield from; `settings` are kafka-local's (`KAFKA_BROKER_VERSION`, or a port of their choosing, say)."""
     data = tmp_path_factory.mktemp("kafka") / "data"
     port = free_port()
     env = {
         **os.environ,
-        **settings,
         "KAFKA_DATA_DIR": str(data),
         "KAFKA_PORT": str(port),
         "KAFKA_CONTROLLER_PORT": str(free_port()),
         "KAFKA_SASL_PORT": str(free_port()),
         "KAFKA_SSL_PORT": str(free_port()),
         "KAFKA_MTLS_PORT": str(free_port()),
+        **settings,
     }
     start = [str(KAFKA_LOCAL), "start"]
     started = subprocess.run(start, capture_output=True, text=True, timeout=600, env=env)

@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_kafka_share import (
@@ -33,12 +41,15 @@ from conftest import (
     KafkaCluster,
     acknowledged,
     broker_beside,
+    free_port,
     refusal_at_start,
     share_stream,
     values,
 )
 from expectations import assert_every_record_once
+from test_acls import AUTHORIZER
 from test_explicit_acknowledgement import run_until
+from test_security import PLAIN_LOGIN_MODULE, alice_login
 
 pytestmark = pytest.mark.extended
 
@@ -48,10 +59,23 @@ DLQ_HEADERS = ("topic", "partition", "offset", "group", "delivery.count", "messa
 
 
 @pytest.fixture(scope="module")
-def dlq_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def dlq_sasl_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def dlq_broker(tmp_path_factory: pytest.TempPathFactory, dlq_sasl_port: int) -> Iterator[str]:
     """A Kafka 4.4 broker with the dead-letter queues on: kafka-local formats it at share.version=1,
-    and the test upgrades it as the user guide says."""
-    for servers in broker_beside(tmp_path_factory, KAFKA_BROKER_VERSION=DLQ_RELEASE):
+    and the test upgrades it as the user guide says. Its authorizer limits alice, on the SASL
+    listener, to what ACLs naming a resource grant her; the tests' own PLAINTEXT clients may do all."""
+    authorizer = "\n".join(f"{key}={value}" for key, value in AUTHORIZER.items())
+    beside = broker_beside(
+        tmp_path_factory,
+        KAFKA_BROKER_VERSION=DLQ_RELEASE,
+        KAFKA_SASL_PORT=str(dlq_sasl_port),
+        KAFKA_LOCAL_BROKER_CONFIG=authorizer,
+    )
+    for servers in beside:
         upgrade = [str(REPO / "dev" / "kafka-tool"), "features", "--bootstrap-server", servers]
         upgrade += ["upgrade", "--feature", "share.version=2"]
         env = {**os.environ, "KAFKA_BROKER_VERSION": DLQ_RELEASE}
@@ -63,6 +87,12 @@ def dlq_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def kafka44(dlq_broker: str, spark: SparkSession) -> KafkaCluster:
     return KafkaCluster(dlq_broker, AdminClient({"bootstrap.servers": dlq_broker}), spark)
+
+
+@pytest.fixture(scope="module")
+def dlq_sasl(dlq_broker: str, dlq_sasl_port: int) -> str:
+    """The Kafka 4.4 broker's SASL_PLAINTEXT listener, where alice logs in with PLAIN."""
+    return f"localhost:{dlq_sasl_port}"
 
 
 @pytest.fixture
@@ -241,6 +271,41 @@ def test_a_dead_letter_topic_the_broker_could_not_write_is_refused_as_the_query_
     ), message
     assert expected in message, message
     # Nothing was set on the group.
+    assert kafka44.group_config(group, "errors.deadletterqueue.topic.name") == ""
+
+
+def test_a_principal_that_may_not_alter_the_groups_configs_is_refused_the_option_saying_so(
+    spark: SparkSession, kafka44: KafkaCluster, dlq_sasl: str, group: str, tmp_path: Path
+) -> None:
+    # What a query that sets no group config needs of the group: READ and DESCRIBE_CONFIGS, not
+    # ALTER_CONFIGS (ACLs that name the group leave alice only what they grant there).
+    grants = [
+        AclBinding(
+            ResourceType.GROUP,
+            group,
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            op,
+            AclPermissionType.ALLOW,
+        )
+        for op in (AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)
+    ]
+    for future in kafka44.admin.create_acls(grants).values():
+        future.result(timeout=30)
+    topic = dead_letter_topic(kafka44)
+    login = {
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": alice_login(PLAIN_LOGIN_MODULE, "alice-secret"),
+    }
+    message = refusal_at_start(
+        spark, dlq_sasl, group, tmp_path, **login, **{"kafka.share.dead.letter.topic": topic}
+    )
+    assert f"[KAFKA_SHARE_NOT_AUTHORIZED] The Kafka cluster at {dlq_sasl} refused" in message, message
+    setting = f"setting errors.deadletterqueue.topic.name of share group '{group}'"
+    assert f"{setting} for option 'kafka.share.dead.letter.topic'" in message, message
+    assert "READ and ALTER_CONFIGS when options set the group's configs" in message, message
     assert kafka44.group_config(group, "errors.deadletterqueue.topic.name") == ""
 
 
