@@ -11,14 +11,13 @@ import io.github.sparkkafkashare.security.SparkKafkaToken
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig}
 import org.apache.kafka.common.{KafkaException, KafkaFuture}
 import org.apache.kafka.common.errors.{RetriableException, UnknownTopicOrPartitionException}
-import org.apache.spark.internal.Logging
 
 /**
  * The driver's Kafka Admin client and how [[ShareGroupAdmin]] waits for its calls: every call is bounded by
  * `kafka.default.api.timeout.ms`, and a call that gets no answer in time, or a retriable error, throws
  * `KAFKA_SHARE_BROKER_UNREACHABLE`. It counts the calls answered and the time spent waiting.
  */
-private[planning] final class AdminCalls(val connection: KafkaConnection) extends AutoCloseable with Logging {
+private[planning] final class AdminCalls(val connection: KafkaConnection) extends AutoCloseable {
   import AdminCalls._
 
   /** The Admin client; with Spark's delegation token it logs in with the newest at each login. */
