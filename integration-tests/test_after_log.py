@@ -109,7 +109,13 @@ def test_a_batch_whose_driver_died_is_re_run_from_the_log_with_its_accepted_reco
     assert int(metrics["recordsDeduplicated"]) == 0, metrics
     rows = drained_rows(tmp_path)
     assert_every_record_once(expected, [value for value, _ in rows], kafka=kafka, group=group, topic=topic)
-    assert all(count == 1 for _, count in rows), "a record was delivered twice"
+    # The killed batch's records come from the log, never from the group again. Records the killed run
+    # held unlogged (acquired by its fetches, not yet polled or in a part not yet ACCEPTed) come back
+    # after their locks with a delivery count of 2: no sink saw them.
+    in_killed_batch = {value for value, _ in killed}
+    assert all(count == 1 for value, count in rows if value in in_killed_batch), (
+        "a logged record was delivered again"
+    )
 
 
 # test_fault_matrix's task failing between a part's poll and its write covers this in make test: its retry
