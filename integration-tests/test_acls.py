@@ -60,19 +60,24 @@ def authorizer() -> Iterator[None]:
 Acl = tuple[ResourceType, str, AclOperation]
 
 
+def grant_acls(kafka: KafkaCluster, principal: str, entries: list[Acl]) -> list[AclBinding]:
+    """Grants `principal` ACLs (ALLOW, literal names) on `kafka`; the bindings made."""
+    bindings = [
+        AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW)
+        for kind, name, op in entries
+    ]
+    for future in kafka.admin.create_acls(bindings).values():
+        future.result(timeout=30)
+    return bindings
+
+
 @pytest.fixture
 def acls(kafka: KafkaCluster) -> Iterator[Callable[[str, list[Acl]], None]]:
     """Grants ACLs (ALLOW, literal names) for one test, and removes them after it."""
     made: list[AclBinding] = []
 
     def grant(principal: str, entries: list[Acl]) -> None:
-        bindings = [
-            AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW)
-            for kind, name, op in entries
-        ]
-        for future in kafka.admin.create_acls(bindings).values():
-            future.result(timeout=30)
-        made.extend(bindings)
+        made.extend(grant_acls(kafka, principal, entries))
 
     yield grant
     filters = [

@@ -16,15 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, ResourceType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_kafka_share import (
@@ -47,7 +39,7 @@ from conftest import (
     values,
 )
 from expectations import assert_every_record_once
-from test_acls import AUTHORIZER
+from test_acls import AUTHORIZER, grant_acls
 from test_explicit_acknowledgement import run_until
 from test_security import PLAIN_LOGIN_MODULE, alice_login
 
@@ -279,20 +271,8 @@ def test_a_principal_that_may_not_alter_the_groups_configs_is_refused_the_option
 ) -> None:
     # What a query that sets no group config needs of the group: READ and DESCRIBE_CONFIGS, not
     # ALTER_CONFIGS (ACLs that name the group leave alice only what they grant there).
-    grants = [
-        AclBinding(
-            ResourceType.GROUP,
-            group,
-            ResourcePatternType.LITERAL,
-            "User:alice",
-            "*",
-            op,
-            AclPermissionType.ALLOW,
-        )
-        for op in (AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)
-    ]
-    for future in kafka44.admin.create_acls(grants).values():
-        future.result(timeout=30)
+    group_rights = (AclOperation.READ, AclOperation.DESCRIBE_CONFIGS)
+    grant_acls(kafka44, "User:alice", [(ResourceType.GROUP, group, op) for op in group_rights])
     topic = dead_letter_topic(kafka44)
     login = {
         "kafka.security.protocol": "SASL_PLAINTEXT",

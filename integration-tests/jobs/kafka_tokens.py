@@ -1,5 +1,6 @@
 """Kafka delegation tokens on the driver of a job, through Kafka's Admin API logged in as alice over
-GSSAPI (the realm's keytab): the ids of those the broker still accepts (token_drain.py), and a token
+GSSAPI (the realm's keytab): the id of the one Spark holds and of those the broker still accepts
+(token_drain.py), and a token
 the driver hands to Spark itself (secrets_audit.py, which needs one it chooses: a real one and one the
 broker refuses; Spark's token manager would ship neither on cue).
 
@@ -17,7 +18,9 @@ from py4j.java_gateway import JavaObject
 from pyspark.sql import SparkSession
 
 SHADED = "io.github.sparkkafkashare.shaded.kafka"
-CLUSTER = "local"
+CLUSTER = "local"  # the jobs' spark.kafka.clusters.<id>
+PRINCIPAL = "alice@EXAMPLE.COM"
+ALIAS = f"kafka.server.delegation.token.{CLUSTER}"  # Spark's, in the Hadoop credentials
 
 
 def kerberos_admin(spark: SparkSession, bootstrap: str, kdc: Path) -> JavaObject:
@@ -26,7 +29,7 @@ def kerberos_admin(spark: SparkSession, bootstrap: str, kdc: Path) -> JavaObject
     jvm.java.lang.System.setProperty("java.security.krb5.conf", str(kdc / "krb5.conf"))
     props = jvm.java.util.Properties()
     login = "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true"
-    login += f' keyTab="{kdc / "kafka.keytab"}" principal="alice@EXAMPLE.COM";'
+    login += f' keyTab="{kdc / "kafka.keytab"}" principal="{PRINCIPAL}";'
     for key, value in {
         "bootstrap.servers": bootstrap,
         "security.protocol": "SASL_PLAINTEXT",
@@ -46,6 +49,14 @@ def obtain_token(spark: SparkSession, bootstrap: str, kdc: Path) -> tuple[str, b
         return token.tokenInfo().tokenId(), bytes(token.hmac())
     finally:
         admin.close()
+
+
+def token_id(spark: SparkSession) -> str | None:
+    """The id of the Kafka token in the driver's credentials, if Spark holds one."""
+    jvm = spark.sparkContext._jvm
+    credentials = jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getCredentials()
+    token = credentials.getToken(jvm.org.apache.hadoop.io.Text(ALIAS))
+    return None if token is None else bytes(token.getIdentifier()).decode()
 
 
 def live_token_ids(spark: SparkSession, bootstrap: str, kdc: Path) -> list[str]:
@@ -68,6 +79,6 @@ def ship_token(spark: SparkSession, token_id: str, hmac: bytes) -> None:
         bytearray(token_id.encode()), bytearray(password), text("KAFKA_DELEGATION_TOKEN"), text("kafka")
     )
     credentials = jvm.org.apache.hadoop.security.Credentials()
-    credentials.addToken(text(f"kafka.server.delegation.token.{CLUSTER}"), token)
+    credentials.addToken(text(ALIAS), token)
     serialized = jvm.org.apache.spark.deploy.SparkHadoopUtil.get().serialize(credentials)
     spark.sparkContext._jsc.sc().schedulerBackend().updateDelegationTokens(serialized)

@@ -23,12 +23,9 @@ import time
 from pathlib import Path
 
 from drain_topic import sbt_project_jars
-from kafka_tokens import live_token_ids
+from kafka_tokens import CLUSTER, PRINCIPAL, live_token_ids, token_id
 from pyspark.sql import SparkSession
 from secrets_audit import copy_executor_files
-
-CLUSTER = "local"
-PRINCIPAL = "alice@EXAMPLE.COM"
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--master", required=True, help="local[N] or local-cluster-with-token-manager[N,C,M]")
@@ -40,7 +37,6 @@ parser.add_argument("--timeout", type=float, default=240, help="seconds")
 parser.add_argument("--jar", required=True)
 parser.add_argument("--kdc-dir", required=True)
 parser.add_argument("--out", required=True)
-parser.add_argument("--conf", action="append", default=[], help="key=value, another Spark conf")
 
 CORE_SITE = """<?xml version="1.0"?>
 <configuration>
@@ -72,17 +68,7 @@ def session(args: argparse.Namespace, out: Path) -> SparkSession:
         .config(f"spark.kafka.clusters.{CLUSTER}.security.protocol", "SASL_PLAINTEXT")
         .config(f"spark.kafka.clusters.{CLUSTER}.sasl.token.mechanism", "SCRAM-SHA-512")
     )
-    for pair in args.conf:
-        builder = builder.config(*pair.split("=", 1))
     return builder.getOrCreate()
-
-
-def token_id(spark: SparkSession) -> str | None:
-    """The id of the Kafka token in the driver's credentials, as Spark's provider stores it."""
-    jvm = spark.sparkContext._jvm
-    credentials = jvm.org.apache.hadoop.security.UserGroupInformation.getCurrentUser().getCredentials()
-    token = credentials.getToken(jvm.org.apache.hadoop.io.Text(f"kafka.server.delegation.token.{CLUSTER}"))
-    return None if token is None else bytes(token.getIdentifier()).decode()
 
 
 def main() -> None:
